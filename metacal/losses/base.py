@@ -1,0 +1,54 @@
+"""The contract every training loss follows (the trainer and the meta core rely on it).
+
+A loss is an ``nn.Module`` called as ``loss(logits, targets, **extra) -> Tensor``:
+
+* ``reduction``: ``"mean"`` (default) or ``"none"`` (one value per sample, what the meta step needs).
+* Hooks with no-op defaults, so the trainer can call them on any loss:
+  ``set_epoch(epoch)`` before each epoch (epoch-scheduled losses, warm-up of secondary terms),
+  ``prepare_batch(inputs, targets) -> (inputs, extra)`` before the forward pass (mixup mixes the
+  inputs and hands the second targets and λ back through ``extra``),
+  ``update_from_validation(logits, targets)`` once per epoch (stateful losses such as AdaFocal).
+* ``meta_parameters()``: parameters a meta-learner trains (learnable L2 coefficients); empty by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def reduce(values: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Mean over the batch, or the per-sample values."""
+    if reduction == "mean":
+        return values.mean()
+    if reduction == "none":
+        return values
+    raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+
+
+class Loss(nn.Module):
+    """Base class: stores ``reduction`` and provides the trainer hooks."""
+
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        if reduction not in ("mean", "none"):
+            raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+        self.reduction = reduction
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def prepare_batch(
+        self, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        return inputs, {}
+
+    @torch.no_grad()
+    def update_from_validation(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        return None
+
+    def meta_parameters(self) -> list[nn.Parameter]:
+        return []
