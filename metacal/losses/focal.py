@@ -1,4 +1,8 @@
-"""Cross-entropy and focal loss (Lin et al., 2017), with scalar, per-class or per-sample γ."""
+"""Cross-entropy and focal loss (Lin et al., 2017), with scalar, per-class or per-sample γ.
+
+Also the pieces the other focal-family losses share: ``safe_pow`` (base^γ, finite at base = 0, γ
+differentiable) and ``GammaLoss`` (constructor γ as float or per-class list, call-time per-sample γ).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,25 @@ from .base import Loss, reduce
 from .registry import LOSSES
 
 
+def safe_pow(base: torch.Tensor, gamma: torch.Tensor | float) -> torch.Tensor:
+    """base^γ for base ≥ 0: exp(γ·log base) where base > 0, and 0^γ = 1[γ = 0] where base = 0.
+
+    Differentiable in both arguments; the gradient at base = 0 is 0 (no inf·0 = NaN).
+    """
+    gamma = torch.as_tensor(gamma, dtype=base.dtype, device=base.device)
+    tiny = torch.finfo(base.dtype).tiny
+    return torch.where(
+        base > 0,
+        torch.exp(gamma * torch.log(base.clamp_min(tiny))),
+        (gamma == 0).to(base.dtype),
+    )
+
+
+def log_pt(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p_{i,y_i} from ``log_softmax`` (stable for |z| ≫ 1)."""
+    return F.log_softmax(logits, dim=-1).gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
+
+
 def focal_per_sample(
     logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float
 ) -> torch.Tensor:
@@ -19,17 +42,54 @@ def focal_per_sample(
     ``gamma`` is a float or a tensor broadcastable to the batch (one γ per sample).
     (1 − p)^γ is computed as exp(γ·log1p(−p)) where p < 1, and as 0^γ (1 for γ = 0) where p = 1.
     """
-    log_pt = F.log_softmax(logits, dim=-1).gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
+    lp = log_pt(logits, targets)
     if not torch.is_tensor(gamma) and gamma == 0:
-        return -log_pt
-    gamma = torch.as_tensor(gamma, dtype=log_pt.dtype, device=log_pt.device)
-    one_minus_p = -torch.expm1(log_pt)  # 1 − p_t, exact for p_t near 1
-    weight = torch.where(
-        one_minus_p > 0,
-        torch.exp(gamma * torch.log(one_minus_p.clamp_min(torch.finfo(log_pt.dtype).tiny))),
-        (gamma == 0).to(log_pt.dtype),
-    )
-    return -weight * log_pt
+        return -lp
+    one_minus_p = -torch.expm1(lp)  # 1 − p_t, exact for p_t near 1
+    return -safe_pow(one_minus_p, gamma) * lp
+
+
+class GammaLoss(Loss):
+    """Base of the focal family whose γ is a free parameter.
+
+    ``gamma``: a float, or a per-class sequence of length K (γ_{y_i} is used for sample i).
+    At call time ``gamma=`` (a float, or a tensor with one γ per sample, shape (N,) or (N, 1))
+    overrides it; gradients flow to that tensor (the meta step differentiates w.r.t. γ).
+    """
+
+    def __init__(self, gamma: float | Sequence[float] = 1.0, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        if isinstance(gamma, (int, float)):
+            self.gamma: float | None = float(gamma)
+            self.register_buffer("class_gamma", None)
+        else:
+            values = [float(g) for g in gamma]
+            if not values:
+                raise ValueError("gamma must be a number or a non-empty per-class list")
+            self.gamma = None
+            self.register_buffer("class_gamma", torch.tensor(values, dtype=torch.float32))
+
+    def resolve_gamma(
+        self, targets: torch.Tensor, gamma: torch.Tensor | float | None
+    ) -> torch.Tensor | float:
+        """The γ to use for each sample: the call-time value, else per-class, else the scalar."""
+        if gamma is None:
+            if self.class_gamma is None:
+                return self.gamma
+            if int(targets.max()) >= self.class_gamma.numel():
+                raise ValueError(
+                    f"per-class gamma has {self.class_gamma.numel()} entries but a target is "
+                    f"{int(targets.max())}; give one γ per class"
+                )
+            return self.class_gamma.to(targets.device)[targets.long()]
+        if torch.is_tensor(gamma) and gamma.dim() > 0:
+            if gamma.numel() not in (1, targets.shape[0]):
+                raise ValueError(
+                    f"per-sample gamma must have one value per sample ({targets.shape[0]}), "
+                    f"got shape {tuple(gamma.shape)}"
+                )
+            gamma = gamma.reshape(-1)
+        return gamma
 
 
 @LOSSES.register("ce")
@@ -41,22 +101,13 @@ class CrossEntropy(Loss):
 
 
 @LOSSES.register("focal")
-class FocalLoss(Loss):
+class FocalLoss(GammaLoss):
     """Focal loss ℓ = −(1 − p_y)^γ log p_y (Lin et al., 2017; γ = 1 default as in seed 003 Table 1).
 
     ``gamma`` is a float, or a per-class sequence of length K (γ_{y_i} is used for sample i).
     A per-sample γ tensor passed at call time (``loss(z, y, gamma=g)``) overrides it; that is how the
     γ-Net's output enters (seed 003 eq. 5).
     """
-
-    def __init__(self, gamma: float | Sequence[float] = 1.0, reduction: str = "mean") -> None:
-        super().__init__(reduction)
-        if isinstance(gamma, (int, float)):
-            self.gamma: float | None = float(gamma)
-            self.register_buffer("class_gamma", None)
-        else:
-            self.gamma = None
-            self.register_buffer("class_gamma", torch.as_tensor(list(gamma), dtype=torch.float32))
 
     def forward(
         self,
@@ -65,8 +116,5 @@ class FocalLoss(Loss):
         gamma: torch.Tensor | float | None = None,
         **extra,
     ) -> torch.Tensor:
-        if gamma is None:
-            gamma = self.gamma if self.class_gamma is None else self.class_gamma[targets.long()]
-        elif torch.is_tensor(gamma) and gamma.dim() > 1:
-            gamma = gamma.reshape(-1)
+        gamma = self.resolve_gamma(targets, gamma)
         return reduce(focal_per_sample(logits, targets, gamma), self.reduction)

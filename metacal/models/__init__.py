@@ -17,6 +17,10 @@ from .base import Classifier
 from .registry import MODELS
 from . import small_resnet  # noqa: F401  (small_resnet)
 from . import mlp  # noqa: F401  (mlp)
+from . import cnn1d  # noqa: F401  (cnn1d)
+from . import resnet_cifar  # noqa: F401  (resnet18/34/50, resnet20/32/56/110, resnet110_bottleneck)
+from . import wide_resnet  # noqa: F401  (wide_resnet, wrn28_10, wrn26_10)
+from . import densenet  # noqa: F401  (densenet100, densenet121)
 
 
 def build(name: str, num_classes: int, in_channels: int, **options: Any) -> nn.Module:

@@ -75,3 +75,20 @@ def test_bad_input():
         loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), head_weight=torch.zeros(3, 5))
     with pytest.raises(ValueError, match="head_weight"):
         loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long))
+
+
+def test_hypergradient_through_one_sgd_step_matches_hand_derivation():
+    # w' = w − lr·∇_w[CE(w) + Σ c⊙w²] = w − lr·∇CE(w) − 2·lr·c⊙w, so for a meta loss M(w'):
+    # ∂M/∂c = −2·lr·w ⊙ ∇M(w')   (∇CE(w) does not depend on c)
+    w, b, x, y = _setup(3)
+    w.requires_grad_(True)
+    lr = 0.5
+    loss = losses.build("ce_learnable_l2", weight_shape=(3, 4), bias=False, init=0.2).double()
+    inner = loss(x @ w.T + b, y, head_weight=w)
+    (gw,) = torch.autograd.grad(inner, w, create_graph=True)
+    w_fast = w - lr * gw
+    meta = F.cross_entropy(x.flip(0) @ w_fast.T + b, y)
+    (g_coeff,) = torch.autograd.grad(meta, loss.meta_parameters())
+    wf = w_fast.detach().requires_grad_(True)
+    (g_meta_w,) = torch.autograd.grad(F.cross_entropy(x.flip(0) @ wf.T + b, y), wf)
+    torch.testing.assert_close(g_coeff, -2 * lr * w.detach() * g_meta_w)

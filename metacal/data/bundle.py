@@ -1,0 +1,68 @@
+"""The result of :func:`metacal.data.build`: train / val / meta-val / test plus what a model needs to know."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+from torch.utils.data import Dataset, Subset
+
+
+class DataSubset(Subset):
+    """A :class:`torch.utils.data.Subset` that also exposes ``targets`` (and ``posteriors`` when the
+    underlying dataset has them) restricted to its indices."""
+
+    def __init__(self, dataset: Dataset, indices: Sequence[int] | torch.Tensor) -> None:
+        idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
+        super().__init__(dataset, idx.tolist())
+        self._index = idx
+
+    @property
+    def index(self) -> torch.Tensor:
+        """Positions in the underlying dataset (int64 tensor)."""
+        return self._index
+
+    @property
+    def targets(self) -> torch.Tensor:
+        return torch.as_tensor(self.dataset.targets)[self._index]
+
+    @property
+    def posteriors(self) -> torch.Tensor:
+        base = getattr(self.dataset, "posteriors", None)
+        if base is None:
+            raise AttributeError(f"{type(self.dataset).__name__} has no true posteriors")
+        return base[self._index]
+
+
+@dataclass
+class DataBundle:
+    """Splits of one dataset. Every split yields ``(input_tensor, label_int64_tensor)``.
+
+    ``train``/``val``/``meta_val`` come from the official training set (8:1:1 by default, seeded);
+    ``test`` is the official test set. ``input_shape`` is (C, H, W) for images, (C, L) for sequences.
+    """
+
+    name: str
+    train: Dataset
+    val: Dataset
+    meta_val: Dataset
+    test: Dataset
+    num_classes: int
+    input_shape: tuple[int, ...]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    classes: list[str] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def in_channels(self) -> int:
+        return int(self.input_shape[0])
+
+    def sizes(self) -> dict[str, int]:
+        return {k: len(getattr(self, k)) for k in ("train", "val", "meta_val", "test")}
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes().items())
+        return (f"DataBundle({self.name!r}, {sizes}, num_classes={self.num_classes}, "
+                f"input_shape={self.input_shape})")

@@ -1,0 +1,35 @@
+"""Where datasets are looked for and where generated data is cached.
+
+Order for a dataset without an explicit ``root``: ``$METACAL_DATA`` (if set), then
+``~/.cache/metacal``. An explicit ``root`` is authoritative: only it is searched.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_VAR = "METACAL_DATA"
+
+
+def data_home() -> Path:
+    """``$METACAL_DATA`` if set, else ``~/.cache/metacal`` (where downloads and caches go)."""
+    env = os.environ.get(ENV_VAR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "metacal"
+
+
+def candidate_roots(root: str | os.PathLike | None) -> list[Path]:
+    """Directories to search: ``[root]`` when given, else ``$METACAL_DATA`` and ``~/.cache/metacal``."""
+    if root is not None:
+        return [Path(root).expanduser()]
+    roots = []
+    env = os.environ.get(ENV_VAR)
+    if env:
+        roots.append(Path(env).expanduser())
+    roots.append(Path.home() / ".cache" / "metacal")
+    return roots
+
+
+def download_root(root: str | os.PathLike | None) -> Path:
+    """Where ``download=True`` puts files: ``root`` when given, else :func:`data_home`."""
+    return Path(root).expanduser() if root is not None else data_home()

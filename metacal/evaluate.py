@@ -1,0 +1,195 @@
+"""Evaluate saved predictions: calibration metrics before and after post-hoc calibration.
+
+    python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz] [--json] [--plot OUT.png]
+
+PRED.npz holds ``labels`` (N integers in [0, K)) and either ``logits`` (N×K float) or ``probs`` (N×K, rows
+summing to 1 within 1e-3); if both are present, ``logits`` are used. Prints a table in percent, or with
+``--json`` exactly one JSON object (fractions; keys of ``metacal.metrics.summary`` at ``--bins`` bins).
+
+``--calib VAL.npz`` fits, on VAL, temperature scaling by NLL and by the ECE grid (0.1…10.0) and top-label
+histogram binning (``--bins`` bins), applies them to PRED and adds ``after_ts_nll``, ``after_ts_ece``,
+``after_hb`` (nested summaries) and ``temperature_nll``, ``temperature_ece``. Temperature scaling needs
+logits: a file with only ``probs`` is scaled through log-probabilities used as logits
+(softmax(log p / T) ∝ p^(1/T), the same family of maps), and the JSON then says
+``"calib_logits_from": "log_probs"``.
+``--plot OUT.png`` writes the reliability diagram of PRED (before post-hoc calibration).
+
+Bad input (missing file or key, unreadable file, wrong shapes, NaN/inf, labels outside [0, K), probability
+rows not summing to 1) → one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import zipfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from metacal.metrics import summary
+from metacal.metrics.inputs import PROB_SUM_ATOL
+from metacal.posthoc import HistogramBinning, TemperatureScaling
+
+PROG = "python -m metacal.evaluate"
+LOG_EPS = 1e-12
+
+
+class InputError(ValueError):
+    """Bad command-line input (reported as one line, exit code 2)."""
+
+
+class Predictions:
+    """Loaded predictions: ``probs`` (N×K float64), ``labels`` (N int64), ``logits`` (N×K or None)."""
+
+    def __init__(self, probs: torch.Tensor, labels: torch.Tensor, logits: torch.Tensor | None) -> None:
+        self.probs, self.labels, self.logits = probs, labels, logits
+
+    @property
+    def num_classes(self) -> int:
+        return self.probs.shape[1]
+
+    def logits_for_scaling(self) -> torch.Tensor:
+        """The logits, or log-probabilities (clamped at 1e-12) when the file only holds probs."""
+        return self.logits if self.logits is not None else self.probs.clamp_min(LOG_EPS).log()
+
+
+def load_predictions(path: str | Path) -> Predictions:
+    """Read and validate a predictions .npz; raises FileNotFoundError / InputError with a one-line message."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file; pass a .npz with 'labels' and 'logits' or 'probs'")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: np.asarray(data[key]) for key in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path}: cannot read as .npz ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
+    if not isinstance(arrays, dict):
+        raise InputError(f"{path}: expected an .npz archive, got a single array")
+    if "labels" not in arrays:
+        raise InputError(f"{path}: missing key 'labels' (found: {', '.join(sorted(arrays)) or 'none'})")
+    key = "logits" if "logits" in arrays else "probs" if "probs" in arrays else None
+    if key is None:
+        raise InputError(f"{path}: missing key 'logits' or 'probs' (found: {', '.join(sorted(arrays))})")
+    scores, labels = arrays[key], arrays["labels"]
+    if scores.ndim != 2 or scores.shape[0] == 0 or scores.shape[1] < 2:
+        raise InputError(f"{path}: '{key}' must be N×K with N ≥ 1 and K ≥ 2, got shape {scores.shape}")
+    if not (np.issubdtype(scores.dtype, np.floating) or np.issubdtype(scores.dtype, np.integer)):
+        raise InputError(f"{path}: '{key}' must be numeric, got dtype {scores.dtype}")
+    if labels.ndim != 1 or labels.shape[0] != scores.shape[0]:
+        raise InputError(
+            f"{path}: 'labels' must have shape ({scores.shape[0]},) to match '{key}' {scores.shape}, got {labels.shape}"
+        )
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.issubdtype(labels.dtype, np.floating) or not np.all(np.isfinite(labels)) or np.any(labels % 1):
+            raise InputError(f"{path}: 'labels' must be integers, got dtype {labels.dtype}")
+    scores = scores.astype(np.float64)
+    if not np.all(np.isfinite(scores)):
+        bad = int((~np.isfinite(scores)).any(axis=1).sum())
+        raise InputError(f"{path}: '{key}' contains NaN or inf in {bad} row(s)")
+    k = scores.shape[1]
+    if labels.min() < 0 or labels.max() >= k:
+        raise InputError(f"{path}: 'labels' must lie in [0, {k - 1}] for K = {k}, got [{labels.min()}, {labels.max()}]")
+    t_scores = torch.from_numpy(scores)
+    t_labels = torch.from_numpy(labels.astype(np.int64))
+    if key == "logits":
+        return Predictions(torch.softmax(t_scores, dim=1), t_labels, t_scores)
+    if scores.min() < -PROB_SUM_ATOL or scores.max() > 1 + PROB_SUM_ATOL:
+        raise InputError(f"{path}: 'probs' must lie in [0, 1], got [{scores.min():.4g}, {scores.max():.4g}]")
+    dev = float(np.abs(scores.sum(axis=1) - 1).max())
+    if dev > PROB_SUM_ATOL:
+        raise InputError(f"{path}: 'probs' rows must sum to 1 (tolerance {PROB_SUM_ATOL:g}); max deviation {dev:.3g}")
+    return Predictions(t_scores, t_labels, None)
+
+
+def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = None) -> dict:
+    """The CLI's result dict (see module docstring)."""
+    result: dict = dict(summary(pred.probs, pred.labels, num_bins))
+    if calib is None:
+        return result
+    if calib.num_classes != pred.num_classes:
+        raise InputError(f"--calib file has K = {calib.num_classes} classes but predictions have K = {pred.num_classes}")
+    val_logits, test_logits = calib.logits_for_scaling(), pred.logits_for_scaling()
+    ts_nll = TemperatureScaling("nll").fit(val_logits, calib.labels)
+    ts_ece = TemperatureScaling("ece_grid", num_bins=num_bins).fit(val_logits, calib.labels)
+    hb = HistogramBinning(num_bins, mode="top").fit(calib.probs, calib.labels)
+    result["temperature_nll"] = ts_nll.temperature
+    result["temperature_ece"] = ts_ece.temperature
+    if pred.logits is None or calib.logits is None:
+        result["calib_logits_from"] = "log_probs"
+    result["after_ts_nll"] = summary(ts_nll.transform(test_logits), pred.labels, num_bins)
+    result["after_ts_ece"] = summary(ts_ece.transform(test_logits), pred.labels, num_bins)
+    result["after_hb"] = summary(hb.transform(pred.probs), pred.labels, num_bins)
+    return result
+
+
+TABLE_ROWS = (
+    ("error", "Error (%)", True), ("nll", "NLL", False), ("brier", "Brier", False), ("ece", "ECE (%)", True),
+    ("mce", "MCE (%)", True), ("ace", "ACE (%)", True), ("rmsce", "RMSCE (%)", True),
+    ("classwise_ece", "Classwise ECE (%)", True), ("sece", "SECE (%)", True), ("kde_ece", "KDE-ECE (%)", True),
+    ("smece", "smECE (%)", True),
+)  # fmt: skip
+
+
+def format_table(result: dict, num_bins: int) -> str:
+    """Human-readable table: one column per calibration state, fractions shown in percent."""
+    columns = [("uncalibrated", result)]
+    if "after_ts_nll" in result:
+        columns += [
+            (f"TS-NLL T={result['temperature_nll']:.3f}", result["after_ts_nll"]),
+            (f"TS-ECE T={result['temperature_ece']:.2f}", result["after_ts_ece"]),
+            ("HB", result["after_hb"]),
+        ]
+    width = max(18, *(len(name) + 2 for name, _ in columns))
+    lines = [f"N = {result['n']}, K = {result['num_classes']}, {num_bins} bins"]
+    lines.append(f"{'metric':<20}" + "".join(f"{name:>{width}}" for name, _ in columns))
+    for key, label, percent in TABLE_ROWS:
+        cells = "".join(f"{(100 * col[key] if percent else col[key]):>{width}.{2 if percent else 4}f}" for _, col in columns)
+        lines.append(f"{label:<20}{cells}")
+    return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + message
+        raise InputError(f"{message} (see {PROG} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Calibration metrics of saved predictions (.npz).")
+    parser.add_argument("predictions", help="PRED.npz with 'labels' and 'logits' (or 'probs')")
+    parser.add_argument("--bins", type=int, default=15, help="bins for the binned metrics and HB (default 15)")
+    parser.add_argument("--calib", metavar="VAL.npz", help="fit TS (NLL), TS (ECE grid) and HB on these predictions")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (fractions) instead of a table")
+    parser.add_argument("--plot", metavar="OUT.png", help="write the reliability diagram of PRED to this PNG")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.bins < 1:
+            raise InputError(f"--bins must be a positive integer, got {args.bins}")
+        pred = load_predictions(args.predictions)
+        calib = load_predictions(args.calib) if args.calib else None
+        result = evaluate(pred, args.bins, calib)
+        if args.plot:
+            from metacal.report.reliability import plot_reliability
+
+            plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=Path(args.predictions).name)
+    except (InputError, ValueError, FileNotFoundError, OSError) as exc:
+        print(f"{PROG}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, allow_nan=False))
+    else:
+        print(format_table(result, args.bins))
+        if args.plot:
+            print(f"reliability diagram written to {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Uncertainty-weighted cross-entropy (Lin et al., CVPR 2025 = seed 004): ℓ = u(p)·CE.
+
+* BSCE (seed 004 eq. 5 and 9): u = ‖onehot(y) − p‖_β^γ = (Σ_c |y_c − p_c|^β)^{γ/β}, differentiated
+  through u like any loss. β = γ = 2 makes u the Brier score Σ_c (p_c − y_c)² (seed 004 §3), the default.
+* "-GRA" (gradient-reweighted, seed 004 eq. 8–10): the same value, but u is held constant (detached from
+  the logits), so ∇ℓ = u·∇CE. ``bsce_gra`` (u = gBS), ``focal_gra`` (u = (1 − p_y)^γ, seed 004 eq. 7),
+  ``dual_focal_gra`` (u = (1 − p_y + p_j)^γ, seed 004 eq. 8).
+For ``focal_gra`` / ``dual_focal_gra`` a per-sample γ tensor still receives gradient (only the
+dependence of u on the logits is cut).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .base import Loss, reduce
+from .dual_focal import dual_focal_base
+from .focal import GammaLoss, log_pt, safe_pow
+from .registry import LOSSES
+
+
+def generalized_brier(logits: torch.Tensor, targets: torch.Tensor, beta: float, gamma: float) -> torch.Tensor:
+    """u_gBS = (Σ_c |y_c − p_c|^β)^{γ/β} per sample (seed 004 eq. 5)."""
+    probs = F.softmax(logits, dim=-1)
+    onehot = F.one_hot(targets.long(), probs.shape[-1]).to(probs.dtype)
+    diff = (onehot - probs).abs()
+    return safe_pow(safe_pow(diff, beta).sum(dim=-1), gamma / beta)
+
+
+class _BrierWeightedCE(Loss):
+    detach_weight = False
+
+    def __init__(self, beta: float = 2.0, gamma: float = 2.0, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        if beta <= 0 or gamma < 0:
+            raise ValueError(f"bsce needs beta > 0 and gamma >= 0, got beta={beta}, gamma={gamma}")
+        self.beta = float(beta)
+        self.gamma = float(gamma)
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor, **extra) -> torch.Tensor:
+        u = generalized_brier(logits.detach() if self.detach_weight else logits, targets, self.beta, self.gamma)
+        return reduce(-u * log_pt(logits, targets), self.reduction)
+
+
+@LOSSES.register("bsce")
+class BSCE(_BrierWeightedCE):
+    """ℓ = −‖y − p‖_β^γ log p_y, gradient through the weight (seed 004 eq. 9); β = γ = 2 (Brier)."""
+
+
+@LOSSES.register("bsce_gra")
+class BSCEGRA(_BrierWeightedCE):
+    """Value of BSCE, gradient u·∇CE with u = ‖y − p‖_β^γ detached (seed 004 eq. 10); β = γ = 2."""
+
+    detach_weight = True
+
+
+@LOSSES.register("focal_gra")
+class FocalGRA(GammaLoss):
+    """ℓ = −u·log p_y, u = (1 − p_y)^γ detached from the logits (seed 004 eq. 7 + GRA); γ = 1 default
+    (as ``focal``). Per-sample ``gamma=`` at call time, differentiable w.r.t. γ."""
+
+    def forward(
+        self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float | None = None, **extra
+    ) -> torch.Tensor:
+        gamma = self.resolve_gamma(targets, gamma)
+        lp = log_pt(logits, targets)
+        u = safe_pow(-torch.expm1(lp.detach()), gamma)
+        return reduce(-u * lp, self.reduction)
+
+
+@LOSSES.register("dual_focal_gra")
+class DualFocalGRA(GammaLoss):
+    """ℓ = −u·log p_y, u = (1 − p_y + p_j)^γ detached from the logits (seed 004 eq. 8 + GRA); γ = 5
+    default (as ``dual_focal``). Per-sample ``gamma=`` at call time, differentiable w.r.t. γ."""
+
+    def __init__(self, gamma: float | list[float] = 5.0, reduction: str = "mean") -> None:
+        super().__init__(gamma, reduction)
+
+    def forward(
+        self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float | None = None, **extra
+    ) -> torch.Tensor:
+        gamma = self.resolve_gamma(targets, gamma)
+        base, _ = dual_focal_base(logits.detach(), targets)
+        return reduce(-safe_pow(base, gamma) * log_pt(logits, targets), self.reduction)

@@ -1,0 +1,175 @@
+"""Shared machinery of the hypergradient backends: the registry, the per-call context, the real SGD step
+and the final contraction that turns a tangent of the network into meta-parameter gradients.
+
+Exact one-step hypergradient (REFERENCE §1 "higher facts"). With θ' = SGD-step(θ, g(θ, φ)) and the meta
+objective J(θ') on the meta-val batch, v = ∇θ' J (detached) and t_p = −η_p·c_p·s·v_p per parameter
+(see :mod:`metacal.meta.sgd_lookahead`)::
+
+    dJ/dφ = Σ_p v_pᵀ ∂θ'_p/∂φ = ∂/∂φ [ tᵀ g(θ, φ) ]
+    tᵀ g  = Σ_i (∂L/∂z_i)(z_i, φ) · (J t)_i  +  Σ_head (∂L/∂θ_head)|_z · t_head
+
+where L = mean inner loss, z_i the train logits at the OLD θ, J t the network's Jacobian–vector product
+along t at the old θ (train-mode batch statistics, as in the real forward) and the second term is the
+part of L that depends on the head's parameters directly (the learnable-L2 penalty). Only these two
+small terms are differentiated w.r.t. φ (second order through the loss head only).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+from metacal.registry import Registry
+
+from .sgd_lookahead import lookahead_scales
+
+BACKENDS: Registry[Callable[..., "StepOutput"]] = Registry("meta backend")
+
+
+@dataclass
+class StepContext:
+    """Everything a backend needs for one iteration (built once by :class:`metacal.meta.MetaStep`)."""
+
+    model: nn.Module  # unwrapped module: lookahead / JVP / meta-val forward
+    forward_model: nn.Module  # possibly DDP-wrapped: the real train forward
+    optimizer: torch.optim.SGD
+    inner: Any  # GammaFocalInner | LearnableL2Inner
+    objective: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # meta objective on logits
+    backward: Callable[[torch.Tensor], None]
+    max_grad_norm: float | None = None
+    sync_meta_val_grads: Callable[[list[torch.Tensor]], None] | None = None
+    head_names: tuple[str, str | None] = field(default=("classifier.weight", "classifier.bias"))
+
+
+@dataclass
+class StepOutput:
+    inner_loss: torch.Tensor
+    meta_objective: torch.Tensor | None
+    gamma: torch.Tensor | None
+    logits: torch.Tensor
+
+
+@dataclass
+class RealStep:
+    """What the real step leaves behind for the hypergradient (all detached except ``meta``)."""
+
+    loss: torch.Tensor
+    logits: torch.Tensor  # train logits at the old θ
+    features: torch.Tensor  # train features (head input) at the old θ
+    meta: Any  # γ(φ) with its graph to φ (None for learnable L2)
+    old_params: dict[str, torch.Tensor]  # θ before the step (only when requested)
+    scales: dict[str, float]  # η·c·s per parameter name (0 for parameters SGD did not move)
+
+
+def head_names(model: nn.Module) -> tuple[str, str | None]:
+    """Names of the classifier head's weight and bias among ``model.named_parameters()``."""
+    head = getattr(model, "classifier", None)
+    if not isinstance(head, nn.Linear):
+        raise ValueError("the meta step needs model.classifier to be the nn.Linear head (models contract)")
+    ids = {id(p): n for n, p in model.named_parameters()}
+    bias = ids.get(id(head.bias)) if head.bias is not None else None
+    return ids[id(head.weight)], bias
+
+
+def scratch_buffers(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of the buffers, so extra train-mode forwards (meta-val, JVP) compute batch statistics but
+    never touch the real BatchNorm running statistics (updated once, by the real forward)."""
+    return {name: b.clone() for name, b in model.named_buffers()}
+
+
+def head_params(ctx: StepContext, params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    w, b = ctx.head_names
+    return params[w], (params[b] if b is not None else None)
+
+
+@contextmanager
+def frozen_meta_parameters(inner) -> Iterator[None]:
+    """Temporarily ``requires_grad=False`` on φ, so a loss that contains φ directly backpropagates into θ only."""
+    params = [p for p in inner.meta_parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+def real_step(ctx: StepContext, inputs, targets, keep_old: bool, with_meta_graph: bool = True) -> RealStep:
+    """The real iteration's backbone update: forward (updates BN running stats once), inner loss at the
+    current γ (detached: the inner backward never reaches φ), ``backward``, optional clipping, SGD step."""
+    model, optimizer = ctx.model, ctx.optimizer
+    optimizer.zero_grad(set_to_none=True)
+    logits, features = ctx.forward_model(inputs, return_features=True)
+    with torch.set_grad_enabled(with_meta_graph and torch.is_grad_enabled()):
+        meta = ctx.inner.meta_inputs(features)
+    frozen = meta.detach() if torch.is_tensor(meta) else meta
+    w, b = ctx.model.classifier.weight, ctx.model.classifier.bias
+    with frozen_meta_parameters(ctx.inner):  # the real backward must not touch φ (learnable-L2 coeffs)
+        loss = ctx.inner.total(logits, targets, w, b, frozen)
+        ctx.backward(loss)
+    named = dict(model.named_parameters())
+    s = 1.0
+    if ctx.max_grad_norm is not None:
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), ctx.max_grad_norm)
+        s = float(torch.clamp(ctx.max_grad_norm / (norm + 1e-6), max=1.0))
+    by_param = lookahead_scales(optimizer)
+    scales = {n: by_param.get(p, 0.0) * s for n, p in named.items()}
+    old = {n: p.detach().clone() for n, p in named.items()} if keep_old else {}
+    optimizer.step()
+    return RealStep(loss.detach(), logits.detach(), features.detach(), meta, old, scales)
+
+
+def meta_val_forward(ctx: StepContext, inputs, return_features: bool = False):
+    """Train-mode forward of the unwrapped model on the meta-val batch with scratch BN buffers."""
+    kwargs = {"return_features": True} if return_features else {}
+    return torch.func.functional_call(ctx.model, scratch_buffers(ctx.model), (inputs,), kwargs, strict=False)
+
+
+def contract_hypergradient(
+    ctx: StepContext,
+    real: RealStep,
+    targets: torch.Tensor,
+    logit_tangent: torch.Tensor | None,
+    head_tangent: tuple[torch.Tensor, torch.Tensor | None],
+    head_at_old: tuple[torch.Tensor, torch.Tensor | None],
+) -> None:
+    """∂/∂φ [Σ_i (∂L/∂z_i)·(J t)_i + (∂L/∂θ_head)·t_head], accumulated into the meta-parameters' .grad.
+
+    Only φ receives gradients; z, θ_head are fresh detached leaves, so nothing reaches the backbone."""
+    inner = ctx.inner
+    meta_params = [p for p in inner.meta_parameters() if p.requires_grad]
+    z = real.logits.detach().requires_grad_(True)
+    leaves: list[torch.Tensor] = [z]
+    w_old, b_old = head_at_old
+    w = b = None
+    if inner.uses_head_params:
+        w = w_old.detach().requires_grad_(True)
+        leaves.append(w)
+        if b_old is not None:
+            b = b_old.detach().requires_grad_(True)
+            leaves.append(b)
+    with torch.enable_grad():
+        loss = inner.total(z, targets, w, b, real.meta)
+        grads = torch.autograd.grad(loss, leaves, create_graph=True, allow_unused=True)
+        terms = []
+        if logit_tangent is not None and inner.logits_depend_on_meta:
+            terms.append((grads[0] * logit_tangent.to(grads[0].dtype)).sum())
+        if inner.uses_head_params:
+            tw, tb = head_tangent
+            if grads[1] is not None:
+                terms.append((grads[1] * tw).sum())
+            if b is not None and grads[2] is not None and tb is not None:
+                terms.append((grads[2] * tb).sum())
+        terms = [t for t in terms if t.requires_grad]
+        if not terms:
+            return
+        hyper = torch.autograd.grad(sum(terms), meta_params, allow_unused=True)
+    for p, g in zip(meta_params, hyper):
+        if g is None:
+            continue
+        p.grad = g.detach() if p.grad is None else p.grad + g.detach()

@@ -1,0 +1,79 @@
+"""``jvp`` backend: the exact full-network one-step hypergradient without a second-order graph.
+
+Order of work in one call (each network pass once):
+
+1. real step (:func:`backend.real_step`): train forward through ``forward_model`` (BN running stats
+   updated here, once), inner loss at γ.detach(), ``backward``, SGD ``step`` → θ'. θ is copied first.
+2. meta-val forward + backward at the real θ' (unwrapped model, scratch BN buffers, train-mode batch
+   statistics); ``torch.autograd.grad`` w.r.t. the parameters only → v (nothing is written to ``.grad``).
+3. tangent t_p = −η_p·c_p·s·v_p; one forward-mode pass of the network at the OLD θ along t on the train
+   batch (``torch.autograd.forward_ad`` dual tensors via ``torch.func.functional_call``, under no_grad,
+   scratch BN buffers → same batch statistics as the real forward, running stats untouched) → (J t)_i.
+4. ∂/∂φ [Σ_i ∂L/∂z_i(z_i, γ_i(φ))·(J t)_i + ∂L/∂θ_head·t_head] (:func:`backend.contract_hypergradient`).
+
+For the learnable-L2 loss ∂L/∂z does not depend on φ, so step 3 is skipped: the hypergradient is the
+direct term 2·θ_head·t_head.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.autograd.forward_ad as fwAD
+
+from .backend import (
+    BACKENDS,
+    StepContext,
+    StepOutput,
+    contract_hypergradient,
+    head_params,
+    meta_val_forward,
+    real_step,
+    scratch_buffers,
+)
+
+
+def parameter_grads(ctx: StepContext, objective: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
+    """v = ∇θ' J for the named parameters (zeros where J does not depend on one), optionally synced."""
+    named = dict(ctx.model.named_parameters())
+    params = [named[n] for n in names]
+    grads = torch.autograd.grad(objective, params, allow_unused=True)
+    out = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    if ctx.sync_meta_val_grads is not None:
+        ctx.sync_meta_val_grads(out)
+    return dict(zip(names, out))
+
+
+def network_jvp(
+    ctx: StepContext, inputs: torch.Tensor, primals: dict[str, torch.Tensor], tangents: dict[str, torch.Tensor]
+) -> torch.Tensor:
+    """(J t): forward-mode derivative of the logits at θ = ``primals`` along ``tangents`` (train mode)."""
+    with torch.no_grad(), fwAD.dual_level():
+        duals = {
+            n: fwAD.make_dual(p, tangents[n]) if n in tangents else p for n, p in primals.items()
+        }
+        out = torch.func.functional_call(ctx.model, {**duals, **scratch_buffers(ctx.model)}, (inputs,))
+        tangent = fwAD.unpack_dual(out).tangent
+    if tangent is None:  # the logits do not depend on any moved parameter
+        return torch.zeros_like(out)
+    return tangent
+
+
+@BACKENDS.register("jvp")
+def jvp_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepOutput:
+    needs_jvp = ctx.inner.logits_depend_on_meta
+    real = real_step(ctx, inputs, targets, keep_old=True)
+    moved = [n for n, s in real.scales.items() if s != 0.0]
+    if not needs_jvp:  # only the head enters the hypergradient directly
+        moved = [n for n in moved if n in ctx.head_names]
+    objective = ctx.objective(meta_val_forward(ctx, meta_inputs), meta_targets)
+    v = parameter_grads(ctx, objective, moved)
+    tangents = {n: v[n].mul(-real.scales[n]) for n in moved}
+    logit_tangent = network_jvp(ctx, inputs, real.old_params, tangents) if needs_jvp else None
+    wn, bn = ctx.head_names
+    zero = lambda n: tangents[n] if n in tangents else torch.zeros_like(real.old_params[n])  # noqa: E731
+    head_tangent = (zero(wn), zero(bn) if bn is not None else None)
+    contract_hypergradient(
+        ctx, real, targets, logit_tangent, head_tangent, head_params(ctx, real.old_params)
+    )
+    gamma = real.meta.detach() if torch.is_tensor(real.meta) else None
+    return StepOutput(real.loss, objective.detach(), gamma, real.logits)

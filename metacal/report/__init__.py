@@ -1,0 +1,5 @@
+"""Human-readable reports: reliability diagrams (``reliability``)."""
+
+from .reliability import plot_reliability
+
+__all__ = ["plot_reliability"]

@@ -1,0 +1,165 @@
+"""Per-run numbers and their mean ± std over seeds (seed 003 Table 1 layout; seed 001 §2 "calibratable").
+
+Per run (fractions, as in code and JSON):
+- Error, NLL, ECE, MCE, ACE, classwise ECE of the test set, recomputed with metacal.metrics from
+  predictions/test.npz at ``num_bins`` (falls back to metrics.json["test"] when predictions are absent).
+- ECE after post-hoc calibration fitted on predictions/val.npz and applied to predictions/test.npz:
+  temperature scaling by NLL, by ECE grid (both need logits), histogram binning (seed 001 §2).
+- Wall-clock seconds per epoch: mean of history.jsonl ``time_s``.
+Across seeds: mean and sample standard deviation (ddof=1; undefined for one seed) of each column, ignoring
+runs where that number is unavailable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from metacal.report.labels import method_label, method_order
+from metacal.report.runs import Predictions, Run
+
+TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
+POSTHOC_KEYS = ("ece_ts_nll", "ece_ts_grid", "ece_hb")
+COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)
+
+
+def mean_std(values: Sequence[float], ddof: int = 1) -> tuple[float, float, int]:
+    """(mean, std, n) of the finite values; std with ``ddof`` (NaN when n <= ddof), mean NaN when n = 0."""
+    arr = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    n = int(arr.size)
+    if n == 0:
+        return math.nan, math.nan, 0
+    std = float(arr.std(ddof=ddof)) if n > ddof else math.nan
+    return float(arr.mean()), std, n
+
+
+def _tensors(pred: Predictions) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(pred.probs), torch.from_numpy(pred.labels)
+
+
+def split_metrics(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
+    """The six Table-1 metrics of one split (fractions), with the same functions metacal.metrics.summary uses."""
+    from metacal import metrics
+
+    probs, labels = _tensors(pred)
+    return {
+        "error": float(metrics.error_rate(probs, labels)),
+        "nll": float(metrics.nll(probs, labels)),
+        "ece": float(metrics.ece(probs, labels, num_bins)),
+        "mce": float(metrics.mce(probs, labels, num_bins)),
+        "ace": float(metrics.ace(probs, labels, num_bins)),
+        "classwise_ece": float(metrics.classwise_ece(probs, labels, num_bins)),
+    }
+
+
+def posthoc_metrics(val: Predictions, test: Predictions, num_bins: int = 15, hb_bins: int = 15) -> dict[str, float]:
+    """Test ECE after TS (NLL), TS (ECE grid) and histogram binning, all fitted on ``val``.
+
+    Also returns the fitted temperatures ``t_nll`` and ``t_grid``. TS needs logits: NaN when only probs exist.
+    """
+    from metacal import metrics
+    from metacal.posthoc import HistogramBinning, TemperatureScaling
+
+    out: dict[str, float] = {}
+    test_labels = torch.from_numpy(test.labels)
+    val_labels = torch.from_numpy(val.labels)
+    for key, method in (("nll", "nll"), ("grid", "ece_grid")):
+        if val.logits is None or test.logits is None:
+            out[f"ece_ts_{key}"], out[f"t_{key}"] = math.nan, math.nan
+            continue
+        ts = TemperatureScaling(method=method, num_bins=num_bins)  # grid minimises the ECE reported
+        ts.fit(torch.from_numpy(val.logits), val_labels)
+        probs = ts.transform(torch.from_numpy(test.logits))
+        out[f"ece_ts_{key}"] = float(metrics.ece(probs, test_labels, num_bins))
+        out[f"t_{key}"] = float(ts.temperature)
+    hb = HistogramBinning(num_bins=hb_bins)
+    hb.fit(torch.from_numpy(val.probs), val_labels)
+    out["ece_hb"] = float(metrics.ece(hb.transform(torch.from_numpy(test.probs)), test_labels, num_bins))
+    return out
+
+
+def run_numbers(run: Run, num_bins: int = 15, hb_bins: int = 15, posthoc: bool = True) -> dict[str, float]:
+    """All table columns of one complete run (fractions; NaN where unavailable), ``from_predictions`` (1/0) and,
+    with ``posthoc``, the fitted temperatures ``t_nll``/``t_grid``."""
+    row = {k: math.nan for k in COLUMN_KEYS}
+    if run.has_predictions("test"):
+        test = run.predictions("test")
+        row.update(split_metrics(test, num_bins))
+        row["from_predictions"] = 1.0
+        if posthoc and run.has_predictions("val"):
+            row.update(posthoc_metrics(run.predictions("val"), test, num_bins, hb_bins))
+    else:
+        saved = (run.metrics or {}).get("test", {})
+        row.update({k: float(saved[k]) for k in TEST_KEYS if isinstance(saved.get(k), (int, float))})
+        row["from_predictions"] = 0.0
+    times = run.epoch_times()
+    if times:
+        row["s_per_epoch"] = float(np.mean(times))
+    return row
+
+
+@dataclass
+class MethodRow:
+    """One table row: a method aggregated over its seeds. ``stats[key] = (mean, std, n)`` in fractions."""
+
+    method: str
+    label: str
+    seeds: list[int]
+    missing_seeds: list[int]
+    incomplete: list[str] = field(default_factory=list)
+    stats: dict[str, tuple[float, float, int]] = field(default_factory=dict)
+    per_run: dict[int | str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def num_runs(self) -> int:
+        """Complete runs aggregated in this row."""
+        return len(self.per_run)
+
+
+def aggregate(
+    runs: Sequence[Run],
+    num_bins: int = 15,
+    hb_bins: int = 15,
+    expected_seeds: Sequence[int] | None = None,
+    ddof: int = 1,
+) -> list[MethodRow]:
+    """Group runs by method (config stem) and aggregate each column over the complete runs.
+
+    Expected seeds default to the union of seeds seen under the root; a method lacking one of them lists it
+    in ``missing_seeds`` (no run directory, or a run without metrics.json — the latter also in
+    ``incomplete``). Methods whose runs are all incomplete still get a row (with n = 0).
+    """
+    by_method: dict[str, list[Run]] = {}
+    for run in runs:
+        by_method.setdefault(run.method, []).append(run)
+    if expected_seeds is None:
+        expected = sorted({r.seed for r in runs if r.seed is not None})
+    else:
+        expected = sorted(set(int(s) for s in expected_seeds))
+    rows = []
+    for method in sorted(by_method, key=method_order):
+        method_runs = by_method[method]
+        complete = [r for r in method_runs if r.complete]
+        numbers = {}
+        for r in complete:
+            try:
+                numbers[r.seed if r.seed is not None else r.path.name] = run_numbers(r, num_bins, hb_bins)
+            except ValueError as exc:  # say which run is broken
+                raise ValueError(f"run {r.path}: {exc}") from None
+        seeds = sorted(r.seed for r in complete if r.seed is not None)
+        row = MethodRow(
+            method=method,
+            label=method_label(method),
+            seeds=seeds,
+            missing_seeds=[s for s in expected if s not in seeds],
+            incomplete=[f"{r.path.name}" for r in method_runs if not r.complete],
+            per_run=numbers,
+        )
+        for key in COLUMN_KEYS:
+            row.stats[key] = mean_std([n.get(key, math.nan) for n in numbers.values()], ddof=ddof)
+        rows.append(row)
+    return rows

@@ -1,0 +1,37 @@
+"""Display names of methods: config stem → the label the seed papers use (seed 003 Table 1, seeds 001/002/004).
+
+Unknown stems are shown as they are, so a new config never disappears from a table.
+"""
+
+from __future__ import annotations
+
+METHOD_LABELS: dict[str, str] = {
+    "ce": "CE",
+    "focal": "Focal",
+    "flsd53": "FLSD-53",
+    "ls005": "LS-0.05",
+    "ls01": "LS-0.1",
+    "mixup": "Mixup",
+    "mmce": "MMCE",
+    "ce_dece": "CE-DECE",
+    "ce_sece": "CE-SECE",
+    "flgamma_dece": "FLγ-DECE",
+    "flgamma_sece": "FLγ-SECE",
+    "dual_focal": "Dual focal",
+    "inverse_focal": "Inverse focal",
+    "adafocal": "AdaFocal",
+    "bsce_gra": "BSCE-GRA",
+    "focal_savuc": "Focal+S-AvUC",
+    "nll_sbece": "NLL+SB-ECE",
+}
+
+
+def method_label(stem: str) -> str:
+    """Paper label of a config stem (``"flgamma_sece"`` → ``"FLγ-SECE"``); unknown stems unchanged."""
+    return METHOD_LABELS.get(stem, stem)
+
+
+def method_order(stem: str) -> tuple[int, str]:
+    """Sort key: the papers' row order for known methods (as listed in METHOD_LABELS), then unknown stems A→Z."""
+    order = list(METHOD_LABELS)
+    return (order.index(stem), "") if stem in METHOD_LABELS else (len(order), stem)

@@ -1,0 +1,40 @@
+"""Where a report was generated: platform, CPU, core count, Python/torch/numpy versions (read, never typed)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo (Linux), else platform.processor(), else "unknown"."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine_info() -> dict[str, str]:
+    """Platform string, CPU model, logical cores, Python, torch (with CUDA availability) and numpy versions."""
+    import numpy
+    import torch
+
+    cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda device": cuda,
+        "numpy": numpy.__version__,
+    }
+
+
+def machine_markdown() -> str:
+    """One Markdown bullet per entry of :func:`machine_info`."""
+    return "\n".join(f"- {k}: {v}" for k, v in machine_info().items()) + "\n"

@@ -1,0 +1,214 @@
+"""Reading run directories written by ``scripts/train.py`` (tolerant of missing optional pieces).
+
+Layout of one run directory (all optional except what a caller needs):
+``config.yaml`` (resolved config), ``metrics.json`` ({"epoch", "val", "test", "test_after_ts", "finished"?}),
+``predictions/{val,test}.npz`` (``logits`` or ``probs``, and ``labels``), ``history.jsonl`` (one JSON object
+per epoch; ``history.json``, a JSON list of the same objects, is read when there is no .jsonl), ``DONE``
+(finished marker), ``checkpoints/`` (resumable). A sweep writes
+``OUT/<config-stem>/seed<S>/``: the method is the config stem, the seed comes from the directory name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+RUN_MARKERS = ("config.yaml", "metrics.json", "history.jsonl", "history.json", "predictions", "checkpoints", "DONE")
+_SEED_DIR = re.compile(r"^seed(\d+)$")
+
+
+def is_finished(run_dir: str | Path) -> bool:
+    """A run is finished when ``DONE`` exists or metrics.json has ``"finished": true``."""
+    run_dir = Path(run_dir)
+    if (run_dir / "DONE").is_file():
+        return True
+    metrics = read_json(run_dir / "metrics.json")
+    return bool(metrics and metrics.get("finished") is True)
+
+
+def has_checkpoints(run_dir: str | Path) -> bool:
+    """True when ``checkpoints/`` exists and holds at least one entry (something to resume from)."""
+    ckpt = Path(run_dir) / "checkpoints"
+    return ckpt.is_dir() and any(ckpt.iterdir())
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None if the file is missing or not valid JSON (e.g. half-written)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_history(path: Path) -> list[dict]:
+    """Epoch records in file order from history.jsonl (one object per line; unparsable lines — an interrupted
+    write — are skipped) or, for a ``.json`` path, from a JSON list of objects ([] if unreadable)."""
+    records: list[dict] = []
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return records
+    if Path(path).suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return records
+        return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else records
+    lines = text.splitlines()
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            records.append(obj)
+    return records
+
+
+def read_config(path: Path) -> dict:
+    """Resolved config as nested dicts ({} if missing or unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except (FileNotFoundError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def config_get(config: dict, dotted: str, default: Any = None) -> Any:
+    """``config_get(cfg, "run.seed")`` → cfg["run"]["seed"], or ``default`` if any level is missing."""
+    node: Any = config
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return default
+        node = node[key]
+    return node
+
+
+@dataclass
+class Predictions:
+    """One split's predictions: ``logits`` (N×K, None if only probabilities were saved), ``probs``, ``labels``."""
+
+    logits: np.ndarray | None
+    probs: np.ndarray
+    labels: np.ndarray
+
+
+def load_predictions(path: str | Path) -> Predictions:
+    """Read a predictions .npz (``logits`` or ``probs``, plus ``labels``); softmax computed in float64."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"predictions file not found: {path}")
+    try:
+        data = np.load(path)
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"cannot read predictions file {path}: {exc}") from None
+    with data:
+        if "labels" not in data:
+            raise ValueError(f"{path} has no 'labels' array (found: {', '.join(data.files)})")
+        labels = np.asarray(data["labels"]).astype(np.int64)
+        if "logits" in data:
+            logits = np.asarray(data["logits"], dtype=np.float64)
+            shifted = logits - logits.max(axis=1, keepdims=True)
+            exp = np.exp(shifted)
+            probs = exp / exp.sum(axis=1, keepdims=True)
+            return Predictions(logits=logits, probs=probs, labels=labels)
+        if "probs" in data:
+            return Predictions(logits=None, probs=np.asarray(data["probs"], dtype=np.float64), labels=labels)
+    raise ValueError(f"{path} has neither 'logits' nor 'probs'")
+
+
+@dataclass
+class Run:
+    """Everything a report needs from one run directory; absent pieces are None / empty."""
+
+    path: Path
+    method: str
+    seed: int | None
+    config: dict = field(default_factory=dict)
+    metrics: dict | None = None
+    history: list[dict] = field(default_factory=list)
+    finished: bool = False
+    resumable: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Reportable: metrics.json with test metrics exists (a run without it is reported as missing)."""
+        return bool(self.metrics) and isinstance(self.metrics.get("test"), dict)
+
+    def predictions_path(self, split: str) -> Path:
+        return self.path / "predictions" / f"{split}.npz"
+
+    def has_predictions(self, split: str) -> bool:
+        return self.predictions_path(split).is_file()
+
+    def predictions(self, split: str) -> Predictions:
+        return load_predictions(self.predictions_path(split))
+
+    def epoch_times(self) -> list[float]:
+        """``time_s`` of every epoch record that has one."""
+        return [float(r["time_s"]) for r in self.history if isinstance(r.get("time_s"), (int, float))]
+
+
+def is_run_dir(path: Path) -> bool:
+    """A directory holding any run marker, or named ``seed<S>``."""
+    return path.is_dir() and (bool(_SEED_DIR.match(path.name)) or any((path / m).exists() for m in RUN_MARKERS))
+
+
+def read_run(run_dir: str | Path) -> Run:
+    """Read one run directory. Method = parent directory name for ``.../<stem>/seed<S>`` layouts, else the
+    config's ``run.method`` or the directory name; seed = ``S`` from ``seed<S>``, else the config's run.seed."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory not found: {run_dir}")
+    config = read_config(run_dir / "config.yaml")
+    match = _SEED_DIR.match(run_dir.name)
+    if match:
+        method, seed = run_dir.parent.name, int(match.group(1))
+    else:
+        method = str(config_get(config, "run.method", run_dir.name))
+        cfg_seed = config_get(config, "run.seed")
+        seed = int(cfg_seed) if isinstance(cfg_seed, (int, float)) else None
+    return Run(
+        path=run_dir,
+        method=method,
+        seed=seed,
+        config=config,
+        metrics=read_json(run_dir / "metrics.json"),
+        history=read_history(run_dir / "history.jsonl") or read_history(run_dir / "history.json"),
+        finished=is_finished(run_dir),
+        resumable=has_checkpoints(run_dir),
+    )
+
+
+def find_runs(root: str | Path, max_depth: int = 4) -> list[Run]:
+    """All run directories under ``root`` (or ``root`` itself), sorted by (method, seed)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"run root not found: {root} (pass the --out directory of a sweep)")
+    found: list[Path] = []
+
+    def walk(path: Path, depth: int) -> None:
+        if is_run_dir(path):
+            found.append(path)
+            return
+        if depth >= max_depth:
+            return
+        for child in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            walk(child, depth + 1)
+
+    walk(root, 0)
+    runs = [read_run(p) for p in found]
+    return sorted(runs, key=lambda r: (r.method, -1 if r.seed is None else r.seed, str(r.path)))

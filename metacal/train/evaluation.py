@@ -1,0 +1,103 @@
+"""Per-epoch evaluation: gather per-example logits across processes, then metacal.metrics.summary.
+
+With a γ-Net, the γ it predicts for each evaluated sample is gathered too (seed 003 Fig. 3c–d reports
+the mean and std of γ on the test set); the γ-Net is not used for the predictions themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from torch import nn
+
+from metacal import metrics
+
+
+@dataclass
+class Predictions:
+    logits: torch.Tensor  # (N, K) float32, CPU
+    labels: torch.Tensor  # (N,) int64, CPU
+    gamma: torch.Tensor | None = None  # (N,) γ-Net output, CPU
+
+    def probs(self) -> torch.Tensor:
+        return torch.softmax(self.logits.double(), dim=-1)
+
+    def save_npz(self, path: Path) -> None:
+        """The evaluate-CLI format: ``logits`` (N×K float32) and ``labels`` (N int64)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, logits=self.logits.numpy().astype(np.float32), labels=self.labels.numpy().astype(np.int64))
+
+
+@torch.no_grad()
+def predict(
+    model: nn.Module,
+    loader: Any,
+    accelerator: Accelerator,
+    gamma_net: nn.Module | None = None,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> Predictions:
+    """Run ``model`` over ``loader`` (prepared, rank-sharded) and gather every example exactly once."""
+    was_training = model.training
+    model.eval()
+    if gamma_net is not None:
+        gamma_net.eval()
+    logits_all, labels_all, gamma_all = [], [], []
+    for inputs, labels in loader:
+        with autocast():
+            if gamma_net is None:
+                logits = model(inputs)
+            else:
+                logits, features = model(inputs, return_features=True)
+        logits = logits.float()
+        if gamma_net is None:
+            logits, labels = accelerator.gather_for_metrics((logits, labels))
+        else:
+            gamma = gamma_net(features.float()).float().reshape(-1)
+            logits, labels, gamma = accelerator.gather_for_metrics((logits, labels, gamma))
+            gamma_all.append(gamma.cpu())
+        logits_all.append(logits.cpu())
+        labels_all.append(labels.cpu())
+    model.train(was_training)
+    if gamma_net is not None:
+        gamma_net.train(was_training)
+    return Predictions(
+        logits=torch.cat(logits_all),
+        labels=torch.cat(labels_all).long(),
+        gamma=torch.cat(gamma_all) if gamma_all else None,
+    )
+
+
+def summarize(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
+    """metacal.metrics.summary on the softmax probabilities, plus γ mean/std when a γ-Net ran."""
+    out = _plain(metrics.summary(pred.probs(), pred.labels, num_bins=num_bins))
+    if pred.gamma is not None and pred.gamma.numel() > 0:
+        out["gamma_mean"] = float(pred.gamma.mean())
+        out["gamma_std"] = float(pred.gamma.std(unbiased=False))
+    return out
+
+
+def after_temperature_scaling(val: Predictions, test: Predictions, num_bins: int = 15) -> dict[str, Any]:
+    """Test metrics after temperature scaling fitted by NLL on the validation logits (seed 003 "CE+TS")."""
+    from metacal.posthoc import TemperatureScaling
+
+    ts = TemperatureScaling(method="nll").fit(val.logits.double(), val.labels)
+    probs = ts.transform(test.logits.double())
+    out = _plain(metrics.summary(probs, test.labels, num_bins=num_bins))
+    out["temperature"] = float(ts.temperature)
+    return out
+
+
+def _plain(values: dict[str, Any]) -> dict[str, float | int]:
+    """JSON-ready numbers: counts stay ints (n, num_classes), the rest floats."""
+    return {k: (int(v) if k in ("n", "num_classes") else float(v)) for k, v in values.items()}
+
+
+def selection_score(values: dict[str, float], select_by: str) -> float:
+    """Lower is better: validation error (paper default), NLL or ECE."""
+    return float(values[select_by])

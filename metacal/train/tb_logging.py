@@ -1,0 +1,66 @@
+"""TensorBoard logging on the main process (a no-op object elsewhere or when disabled).
+
+Tags (per epoch): ``train/loss``, ``train/lr``, ``train/meta_objective``, ``train/gamma_hist``,
+``train/gamma_mean``, ``{val,test}/{error,nll,ece,mce,ace,…}``, ``{val,test}/gamma_mean`` and
+``{val,test}/gamma_std`` (seed 003 Fig. 3c–d: γ the γ-Net predicts for held-out samples),
+``test/reliability`` (image), and the hparams summary with the final metrics.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+SCALAR_METRICS = ("error", "nll", "ece", "mce", "ace", "brier", "classwise_ece", "sece")
+
+
+class TBLogger:
+    """Thin wrapper around ``torch.utils.tensorboard.SummaryWriter``."""
+
+    def __init__(self, log_dir: Path | None) -> None:
+        self.writer = None
+        if log_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(log_dir=str(log_dir))
+
+    def scalars(self, prefix: str, values: Mapping[str, float], step: int) -> None:
+        if self.writer is None:
+            return
+        for key, value in values.items():
+            if key in ("n", "num_classes"):
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.writer.add_scalar(f"{prefix}/{key}", float(value), step)
+
+    def histogram(self, tag: str, values: torch.Tensor, step: int) -> None:
+        if self.writer is not None and values.numel() > 0:
+            self.writer.add_histogram(tag, values.detach().float().cpu(), step)
+
+    def figure(self, tag: str, figure: Any, step: int) -> None:
+        if self.writer is not None:
+            self.writer.add_figure(tag, figure, step, close=True)
+
+    def hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+        """Write the hparams plugin summary into this run's own event file (no sub-directory)."""
+        if self.writer is None:
+            return
+        from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+        clean = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in hparams.items()}
+        exp, ssi, sei = hparams_summary(clean, dict(metrics))
+        file_writer = self.writer._get_file_writer()
+        for summary in (exp, ssi, sei):
+            file_writer.add_summary(summary)
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value)
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

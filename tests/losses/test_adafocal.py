@@ -1,0 +1,100 @@
+"""AdaFocal: per-bin γ update on a hand-computed validation set, switching, clipping, state_dict."""
+
+import math
+
+import pytest
+import torch
+
+from metacal import losses
+
+
+def _validation():
+    """Six binary samples with top-label confidence c (class 0 predicted) and chosen correctness.
+
+    Sorted confidences split into 3 equal-mass bins: {0.55, 0.60}, {0.70, 0.80}, {0.90, 0.95}
+    → edges 0, (0.60+0.70)/2 = 0.65, (0.80+0.90)/2 = 0.85, 1.
+    bin 0: both correct → conf 0.575, acc 1.0, gap −0.425 (under-confident)
+    bin 1: one correct  → conf 0.75,  acc 0.5, gap +0.25  (over-confident)
+    bin 2: both wrong   → conf 0.925, acc 0.0, gap +0.925 (over-confident)
+    """
+    conf = torch.tensor([0.95, 0.55, 0.8, 0.6, 0.9, 0.7], dtype=torch.float64)
+    logits = torch.stack([conf.log(), (1 - conf).log()], dim=1)
+    correct = {0.95: False, 0.55: True, 0.8: False, 0.6: True, 0.9: False, 0.7: True}
+    targets = torch.tensor([0 if correct[c] else 1 for c in conf.tolist()])
+    return logits, targets
+
+
+def _updated(start):
+    loss = losses.build("adafocal", num_bins=3)
+    loss.bin_gamma.copy_(torch.tensor(start))
+    loss.update_from_validation(*_validation())
+    return loss
+
+
+def test_bin_edges_are_equal_mass_midpoints():
+    loss = _updated([1.0, 1.0, 1.0])
+    torch.testing.assert_close(loss.bin_edges, torch.tensor([0.0, 0.65, 0.85, 1.0]))
+
+
+def test_update_focal_branch_and_switch_and_clip_at_20():
+    loss = _updated([0.3, -1.0, 19.0])
+    expected = [
+        -0.2,                      # 0.3·e^{−0.425} = 0.1961 < 0.2 → switch to inverse focal, γ = −0.2
+        -1.0 * math.exp(-0.25),    # inverse branch, over-confident: |γ| shrinks → −0.7788
+        20.0,                      # 19·e^{0.925} = 47.9 → clipped to γ_max = 20
+    ]
+    torch.testing.assert_close(loss.bin_gamma, torch.tensor(expected), atol=1e-5, rtol=0)
+
+
+def test_update_inverse_branch_switch_back_and_clip_at_minus_2():
+    loss = _updated([-1.9, -0.21, 1.0])
+    expected = [
+        -2.0,                      # −1.9·e^{+0.425} = −2.906 (under-confident → more inverse) → clip −2
+        0.2,                       # −0.21·e^{−0.25} = −0.1636, |γ| < 0.2 → switch to focal, γ = +0.2
+        math.exp(0.925),           # focal, over-confident: 1·e^{0.925} = 2.5219
+    ]
+    torch.testing.assert_close(loss.bin_gamma, torch.tensor(expected), atol=1e-5, rtol=0)
+
+
+def test_training_loss_uses_the_bin_of_p_t():
+    loss = _updated([0.3, -1.0, 19.0])  # γ = (−0.2, −0.7788, 20)
+    p = torch.tensor([0.6, 0.7, 0.95], dtype=torch.float64)  # p_t in bins 0, 1, 2
+    z = torch.stack([p.log(), (1 - p).log()], dim=1)
+    y = torch.zeros(3, dtype=torch.long)
+    g = loss.bin_gamma.double()
+    expected = torch.stack([
+        -(1 + p[0]) ** 0.2 * p[0].log(),                     # inverse focal with |γ| = 0.2
+        -(1 + p[1]) ** g[1].abs() * p[1].log(),              # inverse focal with |γ| = 0.7788
+        -(1 - p[2]) ** 20.0 * p[2].log(),                    # focal with γ = 20
+    ])
+    torch.testing.assert_close(loss(z, y), expected.mean(), rtol=1e-5, atol=0)
+    loss.reduction = "none"
+    torch.testing.assert_close(loss(z, y), expected, rtol=1e-5, atol=0)
+
+
+def test_initial_state_is_focal_gamma_1():
+    loss = losses.build("adafocal")
+    assert loss.bin_gamma.tolist() == [1.0] * 15 and loss.bin_edges.numel() == 16
+    z = torch.randn(5, 3, dtype=torch.float64)
+    y = torch.tensor([0, 1, 2, 0, 1])
+    torch.testing.assert_close(loss(z, y), losses.build("focal", gamma=1.0)(z, y))
+
+
+def test_state_dict_round_trip_keeps_gamma_and_edges():
+    loss = _updated([0.3, -1.0, 19.0])
+    fresh = losses.build("adafocal", num_bins=3)
+    assert set(loss.state_dict()) == {"bin_edges", "bin_gamma"}
+    fresh.load_state_dict(loss.state_dict())
+    torch.testing.assert_close(fresh.bin_gamma, loss.bin_gamma)
+    torch.testing.assert_close(fresh.bin_edges, loss.bin_edges)
+
+
+def test_empty_bin_keeps_gamma_and_too_few_samples_is_an_error():
+    loss = losses.build("adafocal", num_bins=2)
+    # four identical confidences → inner edge = 0.7, all samples in bin 0 ((0, 0.7]); bin 1 empty
+    z = torch.tensor([[math.log(0.7), math.log(0.3)]] * 4)
+    loss.update_from_validation(z, torch.zeros(4, dtype=torch.long))
+    assert loss.bin_gamma[1].item() == 1.0
+    assert loss.bin_gamma[0].item() == pytest.approx(math.exp(0.7 - 1.0), rel=1e-5)
+    with pytest.raises(ValueError, match="at least num_bins"):
+        losses.build("adafocal").update_from_validation(z, torch.zeros(4, dtype=torch.long))

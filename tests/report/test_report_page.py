@@ -1,0 +1,127 @@
+"""The results page end to end on synthetic run directories, its CLI, and the figure data helpers."""
+
+import csv
+import math
+import os
+import platform
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from metacal.report.figures import epoch_series, pareto_front
+from metacal.report.machine import cpu_model
+from metacal.report.runs import find_runs
+
+
+def test_pareto_front_by_hand():
+    pts = [(1, 5), (2, 3), (3, 4), (4, 1), (2, 6), (5, 1), (float("nan"), 0.0)]
+    # (3,4) is dominated by (2,3); (2,6) by (1,5); (5,1) by (4,1) (equal y, larger x); NaN never enters
+    assert pareto_front(pts) == [0, 1, 3]
+    assert pareto_front([(1, 1), (1, 1)]) == [0, 1]  # identical points do not dominate each other
+    assert pareto_front([]) == []
+
+
+def test_epoch_series_mean_and_std(tmp_path, run_writer):
+    for seed in (0, 1):
+        run_writer(tmp_path / "flgamma_sece" / f"seed{seed}", seed, predictions=False, test_metrics={},
+                   epochs=3, gamma=True)
+    run_writer(tmp_path / "ce" / "seed0", 0, predictions=False, test_metrics={}, epochs=2)
+    runs = find_runs(tmp_path)
+    fl = [r for r in runs if r.method == "flgamma_sece"]
+    epochs, mean, std = epoch_series(fl, "test", "ece")
+    # test ECE written as 0.1(e+1) + 0.01·seed → mean over seeds 0, 1 is 0.1(e+1) + 0.005, std 0.01/√2
+    np.testing.assert_allclose(epochs, [0, 1, 2])
+    np.testing.assert_allclose(mean, [0.105, 0.205, 0.305])
+    np.testing.assert_allclose(std, [0.01 / math.sqrt(2)] * 3)
+    epochs, mean, _ = epoch_series(fl, "test", "gamma_mean")  # 1 + 0.5e + seed
+    np.testing.assert_allclose(mean, [1.5, 2.0, 2.5])
+    ce = [r for r in runs if r.method == "ce"]
+    assert epoch_series(ce, "test", "gamma_mean") is None  # no γ-Net → no γ curve
+    _, _, std = epoch_series(ce, "test", "ece")
+    assert np.isnan(std).all()  # one run: std undefined
+
+
+@pytest.fixture
+def sweep_root(tmp_path, run_writer):
+    root = tmp_path / "sweep"
+    for seed in (0, 1):
+        run_writer(root / "ce" / f"seed{seed}", seed, n=200, k=4, sharpness=2.0)
+        run_writer(root / "flgamma_sece" / f"seed{seed}", seed, n=200, k=4, gamma=True)
+    run_writer(root / "my_loss" / "seed0", 0, n=200, k=4)
+    run_writer(root / "my_loss" / "seed1", 1, n=200, k=4, metrics=False, done=False)  # crashed run
+    return root
+
+
+def _run_cli(argv):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "report_cli", Path(__file__).resolve().parents[2] / "scripts" / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main(argv)
+
+
+def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
+    out = tmp_path / "docs" / "fmnist.md"
+    assert _run_cli([str(sweep_root), "--out", str(out), "--title", "Synthetic sweep"]) == 0
+    text = out.read_text()
+    assert text.startswith("# Synthetic sweep\n")
+    # the exact regeneration command and the machine, read not typed
+    assert f"python scripts/report.py {sweep_root} --out {out} --title 'Synthetic sweep'" in text
+    assert f"torch: {torch.__version__}" in text and f"platform: {platform.platform()}" in text
+    assert f"cpu: {cpu_model()}" in text and f"cores: {os.cpu_count()}" in text
+    # first table: Table-1 columns, paper labels, unknown stems as is, seeds with missing ones named
+    table = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert "ECE (%)" in table[0] and "Error (%)" in table[0] and "ECE after HB (%)" in table[0]
+    labels = [ln.split("|")[1].strip() for ln in table[2:]]
+    assert labels == ["CE", "FLγ-SECE", "my_loss"]
+    assert table[-1].split("|")[2].strip() == "1 (missing: 1)"
+    assert "my_loss: run directories without metrics.json (unfinished or failed): seed1" in text
+    # CSV next to it, parseable, numbers in fractions matching the Markdown's percentages
+    rows = list(csv.DictReader(open(out.with_suffix(".csv"))))
+    assert [r["method"] for r in rows] == ["ce", "flgamma_sece", "my_loss"]
+    ce_ece = float(rows[0]["ece_mean"]), float(rows[0]["ece_std"])
+    assert f"{100 * ce_ece[0]:.3f} ± {100 * ce_ece[1]:.3f}" in table[2]
+    assert rows[0]["ece_ts_nll_n"] == "2" and 0 < float(rows[0]["ece_ts_nll_mean"]) < ce_ece[0]
+    # figures exist next to the page and are linked from it
+    for name in ("reliability", "ece_mce_vs_bins", "error_vs_ece", "test_ece_per_epoch", "gamma_per_epoch"):
+        png = out.parent / f"fmnist_{name}.png"
+        assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert f"](fmnist_{name}.png)" in text
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_report_without_gamma_runs_says_so(tmp_path, run_writer):
+    run_writer(tmp_path / "ce" / "seed0", 0, n=100, k=3)
+    assert _run_cli([str(tmp_path)]) == 0  # default --out: RUN_ROOT/report.md
+    text = (tmp_path / "report.md").read_text()
+    assert "γ per epoch: no γ-Net run" in text
+    assert not (tmp_path / "report_gamma_per_epoch.png").exists()
+    assert re.search(r"\| CE \| 1 \| ", text)
+
+
+def _corrupt_run(root):
+    run = root / "ce" / "seed0"
+    (run / "predictions").mkdir(parents=True)
+    (run / "metrics.json").write_text('{"test": {"ece": 0.1}}')
+    (run / "predictions" / "test.npz").write_bytes(b"not a zip file")
+
+
+@pytest.mark.parametrize("make, argv_extra, message", [
+    (lambda root: None, [], "run root not found"),
+    (lambda root: (root / "ce" / "seed0").mkdir(parents=True), [], "none of the 1 run directories"),
+    (lambda root: root.mkdir(), [], "no run directories"),
+    (lambda root: root.mkdir(), ["--out", "x.txt"], "must name a Markdown file"),
+    (lambda root: root.mkdir(), ["--bins", "0"], "--bins must be a positive integer"),
+    (_corrupt_run, [], "cannot read predictions file"),
+])  # fmt: skip
+def test_report_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, make, argv_extra, message):
+    root = tmp_path / "root"
+    make(root)
+    assert _run_cli([str(root), *argv_extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err

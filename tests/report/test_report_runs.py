@@ -1,0 +1,111 @@
+"""Reading run directories: finished markers, tolerant history/metrics reading, layout → (method, seed), labels."""
+
+import json
+
+import numpy as np
+import pytest
+
+from metacal.report.labels import METHOD_LABELS, method_label, method_order
+from metacal.report.runs import (
+    find_runs,
+    has_checkpoints,
+    is_finished,
+    load_predictions,
+    read_history,
+    read_run,
+)
+
+
+def test_finished_markers(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    assert not is_finished(run)
+    (run / "metrics.json").write_text(json.dumps({"test": {"ece": 0.1}}))
+    assert not is_finished(run)  # metrics without "finished": true is not the marker
+    (run / "metrics.json").write_text(json.dumps({"test": {"ece": 0.1}, "finished": True}))
+    assert is_finished(run)
+    (run / "metrics.json").write_text("{half written")
+    assert not is_finished(run)
+    (run / "DONE").write_text("")
+    assert is_finished(run)
+    assert not is_finished(tmp_path / "does-not-exist")
+
+
+def test_checkpoints_need_content(tmp_path):
+    assert not has_checkpoints(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    assert not has_checkpoints(tmp_path)  # an empty directory holds nothing to resume from
+    (tmp_path / "checkpoints" / "last.pt").write_bytes(b"x")
+    assert has_checkpoints(tmp_path)
+
+
+def test_history_skips_truncated_line(tmp_path):
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"epoch": 0, "time_s": 2.5}\n\n{"epoch": 1, "time_s": 3.5}\n{"epoch": 2, "ti')
+    records = read_history(path)
+    assert [r["epoch"] for r in records] == [0, 1]
+    assert read_history(tmp_path / "missing.jsonl") == []
+
+
+def test_history_json_list_is_read_when_no_jsonl(tmp_path):
+    run = tmp_path / "ce" / "seed0"
+    run.mkdir(parents=True)
+    (run / "history.json").write_text(json.dumps([{"epoch": 1, "time_s": 5.0}, {"epoch": 2, "time_s": 7.0}, 3]))
+    assert read_run(run).epoch_times() == [5.0, 7.0]
+    (run / "history.jsonl").write_text('{"epoch": 1, "time_s": 1.0}\n')
+    assert read_run(run).epoch_times() == [1.0]  # the .jsonl of the contract wins
+    (tmp_path / "broken.json").write_text("[{")
+    assert read_history(tmp_path / "broken.json") == []
+
+
+def test_layout_gives_method_and_seed(tmp_path, run_writer):
+    run_writer(tmp_path / "focal" / "seed3", 3, metrics=False, predictions=False, epoch_times=[2.0, 4.0])
+    (tmp_path / "flgamma_sece" / "seed0").mkdir(parents=True)  # started, nothing written yet
+    solo = tmp_path / "other" / "my_run"
+    solo.mkdir(parents=True)
+    (solo / "config.yaml").write_text("run:\n  seed: 7\n")
+    (tmp_path / "logs").mkdir()  # sweep logs: not a run
+    (tmp_path / "logs" / "focal_seed3.log").write_text("")
+    runs = find_runs(tmp_path)
+    assert [(r.method, r.seed) for r in runs] == [("flgamma_sece", 0), ("focal", 3), ("my_run", 7)]
+    focal = runs[1]
+    assert focal.finished and not focal.complete  # DONE but no metrics.json → reported as missing
+    assert focal.epoch_times() == [2.0, 4.0]
+    assert runs[0].config == {} and runs[0].history == [] and runs[0].metrics is None
+    assert read_run(tmp_path / "focal" / "seed3").config["run"]["seed"] == 3
+
+
+def test_find_runs_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="run root not found"):
+        find_runs(tmp_path / "nope")
+    assert find_runs(tmp_path) == []
+
+
+def test_load_predictions_logits_and_probs(tmp_path):
+    logits = np.array([[0.0, np.log(3.0)], [1000.0, 0.0]])
+    np.savez(tmp_path / "a.npz", logits=logits, labels=np.array([1, 0]))
+    pred = load_predictions(tmp_path / "a.npz")
+    np.testing.assert_allclose(pred.probs, [[0.25, 0.75], [1.0, 0.0]], atol=1e-12)  # stable for huge logits
+    np.savez(tmp_path / "b.npz", probs=np.array([[0.2, 0.8]]), labels=np.array([1]))
+    pred = load_predictions(tmp_path / "b.npz")
+    assert pred.logits is None and pred.probs.tolist() == [[0.2, 0.8]]
+    np.savez(tmp_path / "c.npz", logits=logits)
+    with pytest.raises(ValueError, match="no 'labels'"):
+        load_predictions(tmp_path / "c.npz")
+    with pytest.raises(FileNotFoundError):
+        load_predictions(tmp_path / "d.npz")
+
+
+def test_label_mapping():
+    expected = {
+        "ce": "CE", "focal": "Focal", "flsd53": "FLSD-53", "ls005": "LS-0.05", "ls01": "LS-0.1",
+        "mixup": "Mixup", "mmce": "MMCE", "ce_dece": "CE-DECE", "ce_sece": "CE-SECE",
+        "flgamma_dece": "FLγ-DECE", "flgamma_sece": "FLγ-SECE", "dual_focal": "Dual focal",
+        "inverse_focal": "Inverse focal", "adafocal": "AdaFocal", "bsce_gra": "BSCE-GRA",
+        "focal_savuc": "Focal+S-AvUC", "nll_sbece": "NLL+SB-ECE",
+    }  # fmt: skip
+    assert METHOD_LABELS == expected
+    assert all(method_label(k) == v for k, v in expected.items())
+    assert method_label("my_new_loss") == "my_new_loss"
+    stems = ["zeta", "flgamma_sece", "ce", "alpha", "focal"]
+    assert sorted(stems, key=method_order) == ["ce", "focal", "flgamma_sece", "alpha", "zeta"]

@@ -1,0 +1,158 @@
+"""scripts/sweep.py: planning (skip finished / resume interrupted / start new), dry run, execution with a fake
+trainer (exit codes, log, skipping on a second pass), and one-line errors for bad input."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from metacal.report.sweep_plan import build_command, plan_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+
+FAKE_TRAINER = """
+import argparse, json, pathlib, sys
+ap = argparse.ArgumentParser()
+ap.add_argument("--config", required=True)
+ap.add_argument("--set", action="append", default=[])  # as scripts/train.py: one KEY=VALUE per --set
+ap.add_argument("--overwrite", action="store_true")
+ap.add_argument("--run-dir", required=True)
+ap.add_argument("--resume", action="store_true")
+a = ap.parse_args()
+d = pathlib.Path(a.run_dir)
+d.mkdir(parents=True, exist_ok=True)
+with open(d / "calls.jsonl", "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+stem = pathlib.Path(a.config).stem
+if stem.startswith("bad"):
+    print("boom", file=sys.stderr)
+    sys.exit(3)
+if stem.startswith("nodone"):
+    sys.exit(0)
+(d / "DONE").write_text("")
+"""
+
+
+def _sweep_main(argv):
+    spec = importlib.util.spec_from_file_location("sweep_cli", REPO / "scripts" / "sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main(argv)
+
+
+@pytest.fixture
+def grid(tmp_path):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for stem in ("ce", "focal", "bad", "nodone"):
+        (configs / f"{stem}.yaml").write_text(f"loss:\n  name: {stem}\n")
+    trainer = tmp_path / "fake_train.py"
+    trainer.write_text(FAKE_TRAINER)
+    return configs, f"{sys.executable} {trainer}", tmp_path / "out"
+
+
+def test_plan_skip_resume_start(grid):
+    configs, train_cmd, out = grid
+    (out / "ce" / "seed0").mkdir(parents=True)
+    (out / "ce" / "seed0" / "DONE").write_text("")  # finished → skip
+    (out / "ce" / "seed1" / "checkpoints").mkdir(parents=True)
+    (out / "ce" / "seed1" / "checkpoints" / "last.pt").write_bytes(b"x")  # interrupted → resume
+    (out / "focal" / "seed0" / "checkpoints").mkdir(parents=True)  # died before a checkpoint → restart
+    (out / "focal" / "seed0" / "config.yaml").write_text("")
+    (out / "focal" / "seed2").mkdir(parents=True)  # empty directory → plain start
+    (out / "focal" / "seed1" / "checkpoints").mkdir(parents=True)
+    (out / "focal" / "seed1" / "checkpoints" / "last.pt").write_bytes(b"x")
+    (out / "focal" / "seed1" / "metrics.json").write_text(json.dumps({"finished": True}))  # finished wins
+    plan = plan_sweep([configs / "ce.yaml", configs / "focal.yaml"], [0, 1, 2], out, ["T"], ["optim.lr=0.05"])
+    assert [(p.name, p.action) for p in plan] == [
+        ("ce/seed0", "skip"), ("ce/seed1", "resume"), ("ce/seed2", "start"),
+        ("focal/seed0", "restart"), ("focal/seed1", "skip"), ("focal/seed2", "start"),
+    ]  # fmt: skip
+    assert plan[0].command == []
+    assert plan[1].command == ["T", "--config", str(configs / "ce.yaml"), "--set", "run.seed=1",
+                               "--set", "optim.lr=0.05", "--run-dir", str(out / "ce" / "seed1"), "--resume"]
+    assert plan[2].command[-1] == str(out / "ce" / "seed2")  # a new run is not resumed
+    assert plan[3].command[-1] == "--overwrite" and "--resume" not in plan[3].command
+
+
+@pytest.mark.parametrize("configs, seeds, overrides, message", [
+    (["ce.yaml"], [0], ["run.seed=3"], "not allowed in a sweep"),
+    (["ce.yaml"], [0], ["lr"], "expects key=value"),
+    (["ce.yaml"], [0, 0], [], "duplicate seeds"),
+    (["missing.yaml"], [0], [], "config file not found"),
+    (["ce.yaml", "sub/ce.yaml"], [0], [], "share the stem 'ce'"),
+    ([], [0], [], "no configs"),
+])  # fmt: skip
+def test_plan_rejects_bad_input(tmp_path, configs, seeds, overrides, message):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "ce.yaml").write_text("")
+    (tmp_path / "sub" / "ce.yaml").write_text("")
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        plan_sweep([tmp_path / c for c in configs], seeds, tmp_path / "out", ["T"], overrides)
+
+
+def test_build_command_without_overrides():
+    assert build_command(["py", "t.py"], Path("c/a.yaml"), 4, Path("o/a/seed4"), [], "start") == [
+        "py", "t.py", "--config", "c/a.yaml", "--set", "run.seed=4", "--run-dir", "o/a/seed4"]
+
+
+def test_dry_run_prints_plan_and_runs_nothing(grid, capsys):
+    configs, train_cmd, out = grid
+    (out / "ce" / "seed1" / "checkpoints").mkdir(parents=True)
+    (out / "ce" / "seed1" / "checkpoints" / "x").write_text("")
+    code = _sweep_main(["--configs", str(configs / "ce.yaml"), "--seeds", "0", "1", "--out", str(out),
+                        "--train-cmd", train_cmd, "--dry-run", "--set", "a.b=1"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "start   ce/seed0" in text and "resume  ce/seed1" in text and "--resume" in text
+    assert "--set run.seed=0 --set a.b=1" in text and "2 runs: 0 skip, 1 resume, 0 restart, 1 start" in text
+    assert not (out / "ce" / "seed0").exists() and not (out / "sweep_log.jsonl").exists()
+
+
+def test_sweep_runs_logs_and_fails_on_failed_run(grid, capsys):
+    configs, train_cmd, out = grid
+    (out / "focal" / "seed1" / "checkpoints").mkdir(parents=True)
+    (out / "focal" / "seed1" / "checkpoints" / "last.pt").write_text("")
+    cfgs = [str(configs / f"{s}.yaml") for s in ("ce", "focal", "bad", "nodone")]
+    argv = ["--configs", *cfgs, "--seeds", "0", "1", "--out", str(out), "--train-cmd", train_cmd, "--jobs", "2"]
+    assert _sweep_main(argv) == 1  # bad (exit 3) and nodone (exit 0 without DONE) failed
+    log = [json.loads(line) for line in (out / "sweep_log.jsonl").read_text().splitlines()]
+    by_name = {(Path(r["config"]).stem, r["seed"]): r for r in log}
+    assert len(log) == 8
+    assert {k for k, r in by_name.items() if r["status"] == "ok"} == {("ce", 0), ("ce", 1), ("focal", 0), ("focal", 1)}
+    assert by_name[("bad", 0)]["exit_code"] == 3 and by_name[("bad", 0)]["status"] == "failed"
+    assert by_name[("nodone", 1)]["exit_code"] == 0 and "not marked finished" in by_name[("nodone", 1)]["message"]
+    assert by_name[("focal", 1)]["action"] == "resume"
+    call = json.loads((out / "focal" / "seed1" / "calls.jsonl").read_text())
+    assert call[-1] == "--resume" and call[call.index("run.seed=1") - 1] == "--set"
+    assert "boom" in (out / "logs" / "bad_seed0.log").read_text()  # trainer output kept per run
+    captured = capsys.readouterr()
+    assert "4 ok, 0 skipped, 4 failed" in captured.out and "bad/seed0" in captured.err
+
+    # second pass: finished runs are skipped, only the failures run again (and fail again)
+    assert _sweep_main(argv) == 1
+    log = [json.loads(line) for line in (out / "sweep_log.jsonl").read_text().splitlines()][8:]
+    assert sorted((Path(r["config"]).stem, r["seed"], r["status"]) for r in log if r["status"] == "skipped") == [
+        ("ce", 0, "skipped"), ("ce", 1, "skipped"), ("focal", 0, "skipped"), ("focal", 1, "skipped")]
+    assert len((out / "ce" / "seed0" / "calls.jsonl").read_text().splitlines()) == 1  # not re-run
+    assert {r["action"] for r in log if r["status"] == "failed"} == {"restart"}  # non-empty dirs: --overwrite
+
+    # only good configs → exit 0
+    ok_argv = ["--configs", *cfgs[:2], "--seeds", "0", "1", "--out", str(out), "--train-cmd", train_cmd]
+    assert _sweep_main(ok_argv) == 0
+
+
+def test_sweep_bad_input_is_one_line_exit_2(grid, capsys):
+    configs, train_cmd, out = grid
+    code = _sweep_main(["--configs", str(configs / "ce.yaml"), "--seeds", "0", "--out", str(out),
+                        "--set", "run.seed=1", "--train-cmd", train_cmd])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("sweep: error:") and err.count("\n") == 1
+    code = _sweep_main(["--configs", str(configs / "ce.yaml"), "--seeds", "0", "--out", str(out), "--jobs", "0"])
+    assert code == 2 and "--jobs must be >= 1" in capsys.readouterr().err
+    # a trainer that cannot be started counts as a failed run, not a crash
+    code = _sweep_main(["--configs", str(configs / "ce.yaml"), "--seeds", "0", "--out", str(out),
+                        "--train-cmd", str(out / "no-such-trainer")])
+    assert code == 1
