@@ -63,12 +63,15 @@ def load_predictions(path: str | Path) -> Predictions:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file; pass a .npz with 'labels' and 'logits' or 'probs'")
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise InputError(f"{path}: expected an .npz archive (np.savez), got a single .npy array")
+        with data:
             arrays = {key: np.asarray(data[key]) for key in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, InputError):
+            raise
         raise InputError(f"{path}: cannot read as .npz ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
-    if not isinstance(arrays, dict):
-        raise InputError(f"{path}: expected an .npz archive, got a single array")
     if "labels" not in arrays:
         raise InputError(f"{path}: missing key 'labels' (found: {', '.join(sorted(arrays)) or 'none'})")
     key = "logits" if "logits" in arrays else "probs" if "probs" in arrays else None

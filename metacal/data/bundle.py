@@ -14,7 +14,10 @@ class DataSubset(Subset):
     underlying dataset has them) restricted to its indices."""
 
     def __init__(self, dataset: Dataset, indices: Sequence[int] | torch.Tensor) -> None:
-        idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
+        if isinstance(indices, range):
+            idx = torch.arange(indices.start, indices.stop, indices.step, dtype=torch.long)
+        else:
+            idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
         super().__init__(dataset, idx.tolist())
         self._index = idx
 

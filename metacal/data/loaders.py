@@ -90,6 +90,8 @@ class InfiniteLoader:
         n = len(dataset)  # type: ignore[arg-type]
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if int(seed) < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
         self.per_rank = n // world_size

@@ -42,7 +42,8 @@ def epoch_series(runs: Sequence[Run], split: str, key: str) -> Series | None:
     per_epoch: dict[float, list[float]] = {}
     for run in runs:
         for rec in run.history:
-            value = (rec.get(split) or {}).get(key) if isinstance(rec.get(split), dict) else None
+            values = rec.get(split)  # None for epochs where the trainer skipped the test set
+            value = values.get(key) if isinstance(values, dict) else None
             epoch = rec.get("epoch")
             if isinstance(value, (int, float)) and isinstance(epoch, (int, float)) and math.isfinite(value):
                 per_epoch.setdefault(float(epoch), []).append(float(value))

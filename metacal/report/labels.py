@@ -26,12 +26,17 @@ METHOD_LABELS: dict[str, str] = {
 }
 
 
+# Other spellings of the same stems (configs/*/ls_005.yaml, ls_01.yaml).
+STEM_ALIASES: dict[str, str] = {"ls_005": "ls005", "ls_01": "ls01"}
+
+
 def method_label(stem: str) -> str:
     """Paper label of a config stem (``"flgamma_sece"`` → ``"FLγ-SECE"``); unknown stems unchanged."""
-    return METHOD_LABELS.get(stem, stem)
+    return METHOD_LABELS.get(STEM_ALIASES.get(stem, stem), stem)
 
 
 def method_order(stem: str) -> tuple[int, str]:
     """Sort key: the papers' row order for known methods (as listed in METHOD_LABELS), then unknown stems A→Z."""
     order = list(METHOD_LABELS)
-    return (order.index(stem), "") if stem in METHOD_LABELS else (len(order), stem)
+    key = STEM_ALIASES.get(stem, stem)
+    return (order.index(key), "") if key in METHOD_LABELS else (len(order), stem)

@@ -16,7 +16,7 @@ import numpy as np
 from metacal.report import figures
 from metacal.report.aggregate import MethodRow, aggregate
 from metacal.report.machine import machine_markdown
-from metacal.report.runs import Run, find_runs
+from metacal.report.runs import Run, config_get, find_runs
 from metacal.report.tables import csv_table, markdown_table
 
 BIN_COUNTS = (10, 20, 50, 100, 200, 500, 1000)
@@ -118,6 +118,16 @@ def _figures(stem: str, out_dir: Path, rows, runs, num_bins: int) -> tuple[dict[
     return made, notes
 
 
+def _config_values(runs: Sequence[Run], keys: dict[str, str]) -> str:
+    """``"data: fashion_mnist; model: resnet18; epochs: 30"`` — the distinct values of dotted config keys."""
+    parts = []
+    for name, dotted in keys.items():
+        values = sorted({str(v) for r in runs if (v := config_get(r.config, dotted)) is not None})
+        if values:
+            parts.append(f"{name}: {', '.join(values)}")
+    return "; ".join(parts)
+
+
 FIGURE_CAPTIONS = {
     "reliability": "Reliability diagrams on the test set (seed 0 of each method; seed 003 Fig. 2)",
     "bins": "Test ECE (left) and MCE (right) against the number of equal-width bins, 10…1000 (seed 003 Fig. 5)",
@@ -160,7 +170,9 @@ def build_report(
     lines += ["Regenerate this page (numbers, CSV and figures) with:", "", "```", command or "(command not recorded)",
               "```", "", f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} on:", "",
               machine_markdown().rstrip(), ""]
-    lines += [f"Runs: `{root}` — {len(rows)} methods, {n_complete} complete runs of {len(runs)} run directories.", ""]
+    lines += [f"Runs: `{root}` — {len(rows)} methods, {n_complete} complete runs of {len(runs)} run directories."]
+    setup = _config_values(runs, {"data": "data.name", "model": "model.name", "epochs": "schedule.epochs"})
+    lines += [f"From the runs' config.yaml: {setup}.", ""] if setup else [""]
     lines += ["## Test metrics, mean ± std over seeds", "", markdown_table(rows).rstrip(), ""]
     lines += [
         f"Error, ECE, MCE, ACE, classwise ECE in %, NLL in nats; equal-width ECE/MCE/classwise ECE and equal-mass "

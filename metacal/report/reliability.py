@@ -1,20 +1,21 @@
 """Reliability diagram: per-bin accuracy bars, the gap to the diagonal shaded, a confidence histogram below,
-ECE and MCE (equal width, ``num_bins``) in the title. Matplotlib with the non-interactive Agg canvas."""
+ECE and MCE (equal width, ``num_bins``) in the title.
+
+Drawn on a ``Figure`` with the Agg canvas attached directly (``FigureCanvasAgg``): headless, no pyplot state,
+and the process-wide matplotlib backend is left alone (importing this module does not switch it).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg", force=False)  # headless; harmless if a backend is already chosen
-from matplotlib.figure import Figure  # noqa: E402
-
-import torch  # noqa: E402
-
-from metacal.metrics.binning import bin_statistics  # noqa: E402
-from metacal.metrics.calibration import calibration_error_from_confidence  # noqa: E402
-from metacal.metrics.inputs import check_probs_labels, top_label  # noqa: E402
+from metacal.metrics.binning import bin_statistics
+from metacal.metrics.calibration import calibration_error_from_confidence
+from metacal.metrics.inputs import check_probs_labels, top_label
 
 
 def plot_reliability(
@@ -41,8 +42,6 @@ def plot_reliability(
 
     # Figure() + Agg canvas: no pyplot global state, nothing left open between calls.
     fig = Figure(figsize=(5.0, 6.2), dpi=110, layout="constrained")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     top.bar(lefts[keep], acc[keep], width=width, align="edge", color="#3b75af", edgecolor="black",
@@ -65,7 +64,11 @@ def plot_reliability(
     bottom.axvline(float(correct.double().mean()), color="#2ca02c", linestyle=":", linewidth=1.2,
                    label="accuracy")  # fmt: skip
     bottom.set_xlabel("confidence")
-    bottom.set_ylabel("count")
+    if counts.max() > 20 * max(1, counts[keep].min()):  # one dominant bin (typical of trained nets)
+        bottom.set_yscale("log")
+        bottom.set_ylabel("count (log)")
+    else:
+        bottom.set_ylabel("count")
     bottom.legend(loc="upper left", fontsize=8)
     if path is not None:
         path = Path(path)

@@ -8,6 +8,7 @@ Each grid cell runs ``TRAIN_CMD --config CFG --set run.seed=S [--set k=v ...] --
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -125,8 +126,6 @@ def format_plan(plan: Sequence[PlannedRun]) -> str:
 
 
 def _quote(arg: str) -> str:
-    import shlex
-
     return shlex.quote(arg)
 
 

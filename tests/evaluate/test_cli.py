@@ -142,15 +142,21 @@ def test_probs_within_tolerance_are_accepted(tmp_path, capsys):
     assert code == 0
 
 
-@pytest.mark.parametrize("content", [None, b"this is not a zip archive", b""])
+@pytest.mark.parametrize("content", [None, b"this is not a zip archive", b"", "npy", "object"])
 def test_missing_or_unreadable_file(tmp_path, capsys, content):
     path = tmp_path / "pred.npz"
-    if content is not None:
+    if content == "npy":  # a single array saved with np.save under an .npz name
+        with open(path, "wb") as fh:
+            np.save(fh, GOOD_LOGITS)
+    elif content == "object":  # object arrays need pickle, which is refused
+        np.savez(path, logits=np.array([GOOD_LOGITS, None], dtype=object), labels=GOOD_LABELS)
+    elif content is not None:
         path.write_bytes(content)
     code, out, err = run([path], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert ("no such file" in err) if content is None else ("cannot read" in err)
+    expected = {None: "no such file", "npy": "single .npy array"}.get(content, "cannot read")
+    assert expected in err, err
 
 
 def test_bad_calib_file_and_bad_arguments(tmp_path, capsys):
@@ -169,6 +175,7 @@ def test_bad_calib_file_and_bad_arguments(tmp_path, capsys):
         assert err.count("\n") == 1 and "Traceback" not in err and needle in err, (argv, err)
 
 
+@pytest.mark.slow
 def test_module_entry_point_runs_on_the_example_files(tmp_path):
     """`python -m metacal.evaluate` end to end on docs/examples (the README command)."""
     test = REPO / "docs" / "examples" / "predictions_test.npz"

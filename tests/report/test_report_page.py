@@ -73,6 +73,7 @@ def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
     # the exact regeneration command and the machine, read not typed
     assert f"python scripts/report.py {sweep_root} --out {out} --title 'Synthetic sweep'" in text
     assert f"torch: {torch.__version__}" in text and f"platform: {platform.platform()}" in text
+    assert "From the runs' config.yaml: data: synthetic." in text
     assert f"cpu: {cpu_model()}" in text and f"cores: {os.cpu_count()}" in text
     # first table: Table-1 columns, paper labels, unknown stems as is, seeds with missing ones named
     table = [ln for ln in text.splitlines() if ln.startswith("|")]

@@ -107,5 +107,6 @@ def test_label_mapping():
     assert METHOD_LABELS == expected
     assert all(method_label(k) == v for k, v in expected.items())
     assert method_label("my_new_loss") == "my_new_loss"
-    stems = ["zeta", "flgamma_sece", "ce", "alpha", "focal"]
-    assert sorted(stems, key=method_order) == ["ce", "focal", "flgamma_sece", "alpha", "zeta"]
+    assert (method_label("ls_005"), method_label("ls_01")) == ("LS-0.05", "LS-0.1")  # configs/*/ls_005.yaml
+    stems = ["zeta", "flgamma_sece", "ls_01", "ce", "alpha", "focal"]
+    assert sorted(stems, key=method_order) == ["ce", "focal", "ls_01", "flgamma_sece", "alpha", "zeta"]

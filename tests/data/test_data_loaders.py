@@ -35,6 +35,21 @@ def test_make_loader_is_a_seeded_plain_dataloader():
         make_loader(ds, 0, shuffle=True)
 
 
+def test_make_loader_can_be_sharded_by_accelerate():
+    """accelerate's prepare_data_loader splits one seeded epoch into disjoint per-process shards."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import prepare_data_loader
+
+    ds, shards = index_data(40), []
+    for rank in range(2):
+        loader = make_loader(ds, 4, shuffle=True, seed=3)
+        prepared = prepare_data_loader(loader, device=torch.device("cpu"), num_processes=2, process_index=rank,
+                                       put_on_device=False)
+        shards.append([i for batch in prepared for i in ids(batch)])
+    assert len(shards[0]) == len(shards[1]) == 20
+    assert not set(shards[0]) & set(shards[1]) and set(shards[0]) | set(shards[1]) == set(range(40))
+
+
 def test_infinite_runs_past_the_end_with_fresh_permutations():
     loader = InfiniteLoader(index_data(50), batch_size=8, seed=1, drop_last=False)
     assert loader.batches_per_pass == 7

@@ -1,0 +1,174 @@
+"""MetaStep properties: the real step is a plain SGD step with the same γ (θ', momentum, BN running stats
+updated once), no backbone gradient from the meta objective, meta_every, hooks, SGD coefficients, errors."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from metacal.losses import build as build_loss
+from metacal.meta import BACKENDS, GammaNet, MetaStep, available_backends, step_coefficient
+from metacal.registry import UnknownNameError
+from meta_nets import batches, clone_state, make_meta, sgd_state
+
+BACKEND_NAMES = ["jvp", "higher", "head"]
+
+
+def ce(logits, targets):
+    return F.cross_entropy(logits, targets)
+
+
+def plain_step(model, opt, meta, data):
+    """The real step written out by hand: forward, γ = γ-Net(features), focal/L2 loss, backward, SGD."""
+    x, y = data[0], data[1]
+    m, o = clone_state(model, opt)
+    meta = {k: copy.deepcopy(v) for k, v in meta.items()}
+    m.train()
+    o.zero_grad()
+    logits, feats = m(x, return_features=True)
+    if "gamma_net" in meta:
+        gamma = meta["gamma_net"](feats).detach()
+        loss = build_loss("focal", reduction="none")(logits, y, gamma=gamma).mean()
+    else:
+        gamma = None
+        loss_module = meta["loss"].requires_grad_(False)
+        loss = loss_module(logits, y, head_weight=m.classifier.weight, head_bias=m.classifier.bias).mean()
+        by_hand = F.cross_entropy(logits, y) + (loss_module.coeff_weight * m.classifier.weight.pow(2)).sum() + (
+            loss_module.coeff_bias * m.classifier.bias.pow(2)
+        ).sum()
+        assert torch.isclose(loss, by_hand)
+    loss.backward()
+    o.step()
+    return m, o, float(loss.detach()), gamma
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+@pytest.mark.parametrize("kind", ["cnn_bn", "resnet"])
+@pytest.mark.parametrize("inner", ["focal", "l2"])
+def test_real_step_is_the_plain_step(backend, kind, inner):
+    dtype = torch.float32
+    model, opt = sgd_state(kind, dtype=dtype, warm=True, lr=0.1, momentum=0.9, weight_decay=5e-4)
+    meta = make_meta(model, dtype, inner)
+    data = batches(kind, dtype=dtype)
+    ref, ref_opt, ref_loss, ref_gamma = plain_step(model, opt, meta, data)
+
+    m, o = clone_state(model, opt)
+    kw = {k: copy.deepcopy(v) for k, v in meta.items()}
+    step = MetaStep(m, o, ce, backend=backend, **kw)
+    phi_before = [p.detach().clone() for p in step.meta_parameters]
+    out = step(*data)
+
+    assert out["meta_step"] and out["inner_loss"] == pytest.approx(ref_loss, rel=1e-6)
+    if inner == "focal":
+        torch.testing.assert_close(out["gamma"], ref_gamma)
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6, msg=name)
+        torch.testing.assert_close(o.state[p]["momentum_buffer"], ref_opt.state[q]["momentum_buffer"],
+                                   rtol=1e-6, atol=1e-6)
+        if backend == "higher":  # θ' came from autograd.grad through the fast weights: no .grad at all
+            assert p.grad is None
+        else:  # exactly the inner loss's gradient: nothing from the meta objective was added
+            torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=name)
+    # BN running statistics updated exactly once, by the real forward
+    for (name, b), c in zip(m.named_buffers(), ref.buffers()):
+        torch.testing.assert_close(b, c, rtol=1e-6, atol=1e-7, msg=name)
+    assert any(n.endswith("num_batches_tracked") and int(b) == 2 for n, b in m.named_buffers())
+    # the meta-parameters moved (one Adam step), by their hypergradient
+    assert all(p.grad is not None for p in step.meta_parameters)
+    assert any(not torch.equal(a, b) for a, b in zip(phi_before, step.meta_parameters))
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_meta_every_and_plain_iterations(backend):
+    model, opt = sgd_state("cnn_bn", warm=True, lr=0.1, momentum=0.9)
+    meta = make_meta(model, torch.float64, "focal")
+    data = batches("cnn_bn")
+    step = MetaStep(model, opt, ce, backend=backend, meta_every=2, **meta)
+    flags = []
+    for i in range(4):
+        phi = [p.detach().clone() for p in step.meta_parameters]
+        if i % 2 == 1:  # a plain iteration must equal the hand-written plain step with the current φ
+            ref, _, ref_loss, _ = plain_step(model, opt, meta, data)
+        out = step(*data)
+        flags.append(out["meta_step"])
+        moved = any(not torch.equal(a, b) for a, b in zip(phi, step.meta_parameters))
+        assert moved == out["meta_step"]
+        if i % 2 == 1:
+            assert out["meta_objective"] is None
+            assert out["inner_loss"] == pytest.approx(ref_loss, rel=1e-12)
+            for p, q in zip(model.parameters(), ref.parameters()):
+                torch.testing.assert_close(p, q)
+    assert flags == [True, False, True, False]
+    assert step.state_dict()["iteration"] == 4
+
+
+def test_plain_iteration_leaves_learnable_l2_coefficients_alone():
+    model, opt = sgd_state("mlp", lr=0.1)
+    meta = make_meta(model, torch.float64, "l2")
+    step = MetaStep(model, opt, ce, backend="jvp", meta_every=2, **meta)
+    data = batches("mlp")
+    step(*data)
+    grads = [p.grad.clone() for p in step.meta_parameters]
+    values = [p.detach().clone() for p in step.meta_parameters]
+    step(*data)  # plain: the CE + penalty backward must not reach the coefficients
+    for p, g, v in zip(step.meta_parameters, grads, values):
+        assert torch.equal(p.grad, g) and torch.equal(p, v)
+
+
+@pytest.mark.parametrize("backend", ["jvp", "head"])
+def test_hooks_are_called(backend):
+    model, opt = sgd_state("mlp", lr=0.1)
+    meta = make_meta(model, torch.float64, "focal")
+    calls = {"backward": 0, "sync": [], "sync_v": []}
+
+    def backward(loss):
+        calls["backward"] += 1
+        loss.backward()
+
+    def sync(params):
+        calls["sync"].append([p.grad.clone() for p in params])
+
+    def sync_v(grads):
+        calls["sync_v"].append([g.shape for g in grads])
+
+    step = MetaStep(model, opt, ce, backend=backend, backward=backward, sync_meta_grads=sync,
+                    sync_meta_val_grads=sync_v, **meta)
+    step(*batches("mlp"))
+    assert calls["backward"] == 1
+    assert len(calls["sync"]) == 1 and len(calls["sync"][0]) == 3  # A, W, b of the γ-Net
+    expected = [p.shape for p in model.parameters()]
+    if backend == "head":
+        expected = [model.classifier.weight.shape, model.classifier.bias.shape]
+    assert calls["sync_v"] == [expected]
+
+
+def test_sgd_coefficient_table():
+    """c of ∂θ'/∂φ = −η·c·∂g/∂φ, derived in metacal.meta.sgd_lookahead (and checked by finite differences)."""
+    buf = {"momentum_buffer": torch.zeros(1)}
+    g = lambda **kw: {"momentum": 0.0, "dampening": 0.0, "nesterov": False, **kw}  # noqa: E731
+    assert step_coefficient(g(), {}) == 1.0
+    assert step_coefficient(g(momentum=0.9), {}) == 1.0
+    assert step_coefficient(g(momentum=0.9, dampening=0.3), {}) == 1.0  # first step: buf = d
+    assert step_coefficient(g(momentum=0.9, dampening=0.3), buf) == pytest.approx(0.7)
+    assert step_coefficient(g(momentum=0.9, nesterov=True), {}) == pytest.approx(1.9)
+    assert step_coefficient(g(momentum=0.9, nesterov=True), buf) == pytest.approx(1.9)
+
+
+def test_errors():
+    model, _ = sgd_state("mlp")
+    gamma_net = GammaNet(model.feature_dim, 3).double()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="torch.optim.SGD"):
+        MetaStep(model, torch.optim.Adam(model.parameters()), ce, gamma_net=gamma_net)
+    with pytest.raises(UnknownNameError, match="head, higher, jvp"):
+        MetaStep(model, sgd, ce, gamma_net=gamma_net, backend="nope")
+    with pytest.raises(ValueError, match="gamma_net"):
+        MetaStep(model, sgd, ce)
+    with pytest.raises(ValueError, match="meta_every"):
+        MetaStep(model, sgd, ce, gamma_net=gamma_net, meta_every=0)
+    step = MetaStep(model, sgd, ce, gamma_net=gamma_net)
+    x, y, _, _ = batches("mlp")
+    with pytest.raises(ValueError, match="meta-validation batch"):
+        step(x, y)
+    assert available_backends() == BACKENDS.available() == ["head", "higher", "jvp"]
