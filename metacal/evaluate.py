@@ -114,7 +114,9 @@ def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = 
     if calib is None:
         return result
     if calib.num_classes != pred.num_classes:
-        raise InputError(f"--calib file has K = {calib.num_classes} classes but predictions have K = {pred.num_classes}")
+        raise InputError(
+            f"--calib file has K = {calib.num_classes} classes but predictions have K = {pred.num_classes}"
+        )
     val_logits, test_logits = calib.logits_for_scaling(), pred.logits_for_scaling()
     ts_nll = TemperatureScaling("nll").fit(val_logits, calib.labels)
     ts_ece = TemperatureScaling("ece_grid", num_bins=num_bins).fit(val_logits, calib.labels)
@@ -150,7 +152,8 @@ def format_table(result: dict, num_bins: int) -> str:
     lines = [f"N = {result['n']}, K = {result['num_classes']}, {num_bins} bins"]
     lines.append(f"{'metric':<20}" + "".join(f"{name:>{width}}" for name, _ in columns))
     for key, label, percent in TABLE_ROWS:
-        cells = "".join(f"{(100 * col[key] if percent else col[key]):>{width}.{2 if percent else 4}f}" for _, col in columns)
+        values = [100 * col[key] if percent else col[key] for _, col in columns]
+        cells = "".join(f"{v:>{width}.{2 if percent else 4}f}" for v in values)
         lines.append(f"{label:<20}{cells}")
     return "\n".join(lines)
 

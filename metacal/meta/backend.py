@@ -26,6 +26,7 @@ from torch import nn
 from metacal.registry import Registry
 
 from .sgd_lookahead import lookahead_scales
+from .slots import TensorSlots
 
 BACKENDS: Registry[Callable[..., "StepOutput"]] = Registry("meta backend")
 
@@ -43,6 +44,11 @@ class StepContext:
     max_grad_norm: float | None = None
     sync_meta_val_grads: Callable[[list[torch.Tensor]], None] | None = None
     head_names: tuple[str, str | None] = field(default=("classifier.weight", "classifier.bias"))
+    slots: TensorSlots | None = None
+
+    def __post_init__(self) -> None:
+        if self.slots is None:
+            self.slots = TensorSlots(self.model)
 
 
 @dataclass
@@ -73,12 +79,6 @@ def head_names(model: nn.Module) -> tuple[str, str | None]:
     ids = {id(p): n for n, p in model.named_parameters()}
     bias = ids.get(id(head.bias)) if head.bias is not None else None
     return ids[id(head.weight)], bias
-
-
-def scratch_buffers(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Copies of the buffers, so extra train-mode forwards (meta-val, JVP) compute batch statistics but
-    never touch the real BatchNorm running statistics (updated once, by the real forward)."""
-    return {name: b.clone() for name, b in model.named_buffers()}
 
 
 def head_params(ctx: StepContext, params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -125,9 +125,10 @@ def real_step(ctx: StepContext, inputs, targets, keep_old: bool, with_meta_graph
 
 
 def meta_val_forward(ctx: StepContext, inputs, return_features: bool = False):
-    """Train-mode forward of the unwrapped model on the meta-val batch with scratch BN buffers."""
-    kwargs = {"return_features": True} if return_features else {}
-    return torch.func.functional_call(ctx.model, scratch_buffers(ctx.model), (inputs,), kwargs, strict=False)
+    """Train-mode forward of the unwrapped model at its current (real, updated) θ on the meta-val batch,
+    with scratch BN buffers (batch statistics; the real running statistics are not touched)."""
+    with ctx.slots.swapped(ctx.slots.scratch_buffers()):
+        return ctx.model(inputs, return_features=True) if return_features else ctx.model(inputs)
 
 
 def contract_hypergradient(

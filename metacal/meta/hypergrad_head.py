@@ -27,8 +27,8 @@ from .backend import (
     StepOutput,
     contract_hypergradient,
     head_params,
+    meta_val_forward,
     real_step,
-    scratch_buffers,
 )
 
 
@@ -40,9 +40,7 @@ def head_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets)
     old_b = named[bn].detach().clone() if bn is not None else None
     real = real_step(ctx, inputs, targets, keep_old=False)
     with torch.no_grad():
-        _, meta_features = torch.func.functional_call(
-            ctx.model, scratch_buffers(ctx.model), (meta_inputs,), {"return_features": True}, strict=False
-        )
+        _, meta_features = meta_val_forward(ctx, meta_inputs, return_features=True)
     w_new = named[wn].detach().requires_grad_(True)
     b_new = named[bn].detach().requires_grad_(True) if bn is not None else None
     leaves = [w_new] + ([b_new] if b_new is not None else [])

@@ -7,7 +7,7 @@ Order of work in one call (each network pass once):
 2. meta-val forward + backward at the real θ' (unwrapped model, scratch BN buffers, train-mode batch
    statistics); ``torch.autograd.grad`` w.r.t. the parameters only → v (nothing is written to ``.grad``).
 3. tangent t_p = −η_p·c_p·s·v_p; one forward-mode pass of the network at the OLD θ along t on the train
-   batch (``torch.autograd.forward_ad`` dual tensors via ``torch.func.functional_call``, under no_grad,
+   batch (``torch.autograd.forward_ad`` dual tensors swapped into the module's slots, under no_grad,
    scratch BN buffers → same batch statistics as the real forward, running stats untouched) → (J t)_i.
 4. ∂/∂φ [Σ_i ∂L/∂z_i(z_i, γ_i(φ))·(J t)_i + ∂L/∂θ_head·t_head] (:func:`backend.contract_hypergradient`).
 
@@ -28,7 +28,6 @@ from .backend import (
     head_params,
     meta_val_forward,
     real_step,
-    scratch_buffers,
 )
 
 
@@ -51,7 +50,8 @@ def network_jvp(
         duals = {
             n: fwAD.make_dual(p, tangents[n]) if n in tangents else p for n, p in primals.items()
         }
-        out = torch.func.functional_call(ctx.model, {**duals, **scratch_buffers(ctx.model)}, (inputs,))
+        with ctx.slots.swapped({**duals, **ctx.slots.scratch_buffers()}):
+            out = ctx.model(inputs)
         tangent = fwAD.unpack_dual(out).tangent
     if tangent is None:  # the logits do not depend on any moved parameter
         return torch.zeros_like(out)

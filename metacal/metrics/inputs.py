@@ -8,7 +8,7 @@ PROB_SUM_ATOL = 1e-3
 
 
 def check_probs_labels(probs: torch.Tensor, labels: torch.Tensor, atol: float = PROB_SUM_ATOL) -> None:
-    """Raise ValueError unless ``probs`` is finite N×K with rows summing to 1 (±atol) and ``labels`` N ints in [0, K)."""
+    """Raise ValueError unless ``probs`` is finite N×K, rows summing to 1 (±atol), ``labels`` N ints in [0, K)."""
     if not isinstance(probs, torch.Tensor) or probs.dim() != 2:
         shape = tuple(probs.shape) if isinstance(probs, torch.Tensor) else type(probs).__name__
         raise ValueError(f"probs must be a 2-D tensor (N, K), got {shape}")
@@ -66,7 +66,7 @@ def check_num_bins(num_bins: int) -> int:
 
 
 def top_label(probs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(confidence, prediction, correct): c_i = max_k p_ik, ŷ_i = argmax (first on ties), 1[ŷ_i = y_i] in probs' dtype."""
+    """(c, ŷ, correct): c_i = max_k p_ik, ŷ_i = argmax (first on ties), 1[ŷ_i = y_i] in probs' dtype."""
     conf, pred = probs.max(dim=1)
     correct = (pred == labels.to(pred.device)).to(probs.dtype)
     return conf, pred, correct

@@ -7,8 +7,8 @@ Top-label confidences c_i with correctness a_i. Densities by a triweight kernel 
     acc(x)   = min(ā · f_cor(x) / f_all(x), 1)     (ā overall accuracy; both densities normalised)
     KDE-ECE  = ∫_0^1 |x − acc(x)| f_all(x) dx / ∫_0^1 f_all(x) dx    (trapezoid rule on a uniform grid)
 
-Bandwidth (as the reference): h = std(c_i of correct samples, population std as np.std) · (2N)^(−1/5), where, as in KDEpy, h is the
-kernel's standard deviation — the triweight K(u) = 35/32 (1 − u²)³ on |u| ≤ 1 has std 1/3, so its support
+Bandwidth (as the reference): h = std(c_i of correct samples; population std like np.std) · (2N)^(−1/5),
+where, as in KDEpy, h is the kernel's standard deviation — the triweight K(u) = 35/32 (1 − u²)³ on |u| ≤ 1 has std 1/3, so its support
 is ±3h. Fallbacks (the reference would divide by 0): fewer than two distinct correct confidences → std of
 all confidences; still 0 → h = 1e-3.
 Differences from the reference code, on purpose: grid points where f_all vanishes contribute 0 (the

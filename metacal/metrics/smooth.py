@@ -4,10 +4,12 @@
   Gaussian kernel of bandwidth h = 0.01; computed by ``metacal.objectives.sece.sece_from_confidence``
   (the same code as the differentiable objective) for N ≤ ``CHUNK`` samples. That call holds N×N matrices,
   so larger N use ``sece_chunked`` — the identical formula (include_self=True, softmax-normalised kernel
-  weights) evaluated ``CHUNK`` rows at a time (tested equal to the objective's function).
+  weights) evaluated ``ROWS`` rows at a time (tested equal to the objective's function).
 * smECE (Błasiok & Nakkiran 2023): reflected-Gaussian kernel smoothing of the residuals with the
   bandwidth σ* fixed by σ* = smECE_σ*, computed by the reference package ``relplot`` (inputs converted to
-  NumPy float64), so the numbers are the reference's by construction.
+  NumPy float64), so the numbers are the reference's by construction. relplot's module-wide default kernel
+  (``relplot.config.use_logit_scaling = False``: reflected Gaussian) is assumed; changing that global changes
+  the value.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import torch
 from .inputs import check_conf_correct, check_probs_labels, top_label
 
 SECE_BANDWIDTH = 0.01
-CHUNK = 2048
+CHUNK = 2048  # up to this N the objective's N×N computation is used (≈ 4M float64 entries per matrix)
+ROWS = 256  # rows per step of the chunked computation (256 × N entries per matrix)
 
 
-def sece_chunked(conf: torch.Tensor, acc: torch.Tensor, bandwidth: float, chunk: int = CHUNK) -> torch.Tensor:
+def sece_chunked(conf: torch.Tensor, acc: torch.Tensor, bandwidth: float, chunk: int = ROWS) -> torch.Tensor:
     """(1/N) Σ_i |Σ_j w_ij a_j − c_i| with w_i· = softmax_j(−(c_i − c_j)²/(2h²)) (seed 003 eq. 8/13), chunked rows."""
     total = conf.new_zeros(())
     for start in range(0, conf.shape[0], chunk):

@@ -67,6 +67,8 @@ class HistogramBinning:
 
     def calibrate_confidence(self, conf: torch.Tensor) -> torch.Tensor:
         """η_b of each top-label confidence ("top" mode); the input where the bin was empty."""
+        if self.mode != "top":
+            raise ValueError("calibrate_confidence() needs mode='top'; use transform() for one-vs-rest")
         values = self._check_fitted(conf.unsqueeze(1))
         eta = values[width_bin_index(conf, self.num_bins)]
         return torch.where(torch.isnan(eta), conf, eta)

@@ -1,13 +1,15 @@
-"""Sweep over configs × seeds: plan (skip finished / resume interrupted / start new) and execute.
+"""Sweep over configs × seeds: plan (skip finished / resume interrupted / restart or start) and execute.
 
 Each grid cell runs ``TRAIN_CMD --config CFG --set run.seed=S [--set k=v ...] --run-dir OUT/<config-stem>/seed<S>
-[--resume | --overwrite]`` as a subprocess (stdout/stderr → ``OUT/logs/<stem>_seed<S>.log``). Every outcome is appended to
-``OUT/sweep_log.jsonl`` (one JSON object per run: config, seed, run_dir, action, status, exit_code, seconds).
+[--resume | --overwrite]`` as a subprocess (stdout/stderr → ``OUT/logs/<stem>_seed<S>.log``). Every outcome is
+appended to ``OUT/sweep_log.jsonl`` (one JSON object per run: config, seed, run_dir, action, status, exit_code,
+seconds, message). A run counts as succeeded only if the trainer exits 0 AND marked the run finished.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -164,6 +166,15 @@ def _finish(p: PlannedRun, code: int, seconds: float) -> RunOutcome:
     )
 
 
+def child_env(jobs: int) -> dict[str, str]:
+    """The trainers' environment: with several jobs, OMP_NUM_THREADS = cores // jobs (at least 1) so parallel
+    runs do not oversubscribe the CPU — unless the user already set it."""
+    env = dict(os.environ)
+    if jobs > 1 and "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
+    return env
+
+
 def execute_plan(
     plan: Sequence[PlannedRun],
     out: str | Path,
@@ -186,6 +197,7 @@ def execute_plan(
         if progress is not None:
             progress(outcome)
 
+    env = child_env(jobs)
     pending = [p for p in plan if p.action != "skip"]
     for p in plan:
         if p.action == "skip":
@@ -201,7 +213,7 @@ def execute_plan(
                 fh.write(f"$ {' '.join(_quote(c) for c in p.command)}\n")
                 fh.flush()
                 try:
-                    proc = subprocess.Popen(p.command, stdout=fh, stderr=subprocess.STDOUT)
+                    proc = subprocess.Popen(p.command, stdout=fh, stderr=subprocess.STDOUT, env=env)
                 except OSError as exc:  # command not found / not executable
                     fh.close()
                     outcome = _finish(p, 127, 0.0)

@@ -95,7 +95,7 @@ class EvalConfig:
 @dataclass
 class LoggingConfig:
     tensorboard: bool = True
-    progress_bar: bool = True
+    progress_bar: bool = True  # tqdm bars on the main process (only when stderr is a terminal)
     reliability_every: int = 1  # epochs between reliability-diagram images in TensorBoard (0: never)
 
 
@@ -105,6 +105,8 @@ class RunConfig:
     mixed_precision: str = "no"  # no | fp16 | bf16
     cpu: bool = False  # force CPU even when a GPU is visible
     deterministic: bool = False  # torch.use_deterministic_algorithms (slower on GPU)
+    torch_threads: Optional[int] = None  # torch.set_num_threads per process (None: torch's default);
+    # 1 is much faster for tiny CPU models on a busy machine (no OpenMP spin-waiting)
     max_steps_per_epoch: Optional[int] = None  # cap on iterations per epoch (smoke tests)
     save_checkpoints: bool = True
 

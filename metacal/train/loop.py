@@ -11,6 +11,7 @@ logits, the best epoch by validation ``eval.select_by`` keeps its predictions, a
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     accelerator = accelerator or make_accelerator(cfg)
     main = accelerator.is_main_process
     set_seed(cfg.run.seed)
+    if cfg.run.torch_threads is not None:
+        torch.set_num_threads(cfg.run.torch_threads)
     if cfg.run.deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
     if main:
@@ -121,7 +124,7 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         loss_sum, meta_sum, count, meta_count = 0.0, 0.0, 0, 0
         gammas: list[torch.Tensor] = []
         bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.schedule.epochs}",
-                   disable=not (main and cfg.logging.progress_bar), leave=False, dynamic_ncols=True)
+                   disable=not (main and cfg.logging.progress_bar and sys.stderr.isatty()), leave=False, dynamic_ncols=True)
         for step, (inputs, targets) in enumerate(train_loader):
             if step >= steps_per_epoch:
                 break

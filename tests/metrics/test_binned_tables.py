@@ -55,7 +55,8 @@ def test_equal_width_empty_bins_are_skipped_and_ignored():
 
 
 def test_equal_mass_with_ties_table():
-    # M = 4, N = 8: bin b holds ranks [2b, 2b+2). Sorted (stable): 0.0(a0) .25(a1) .25(a0) .5(a1) .6(a0) .9(a1) 1(a1) 1(a0)
+    # M = 4, N = 8: bin b holds ranks [2b, 2b+2).
+    # Sorted (stable): 0.0(a0) .25(a1) .25(a0) .5(a1) .6(a0) .9(a1) 1(a1) 1(a0)
     # Lowest rank of each tie group: 0 1 1 3 4 5 6 6 → bins 0 0 0 1 2 2 3 3 (the .25 pair stays together in bin0)
     #  bin0 {0, .25, .25}: n3, C 1/6, A 1/3, gap 1/6;   bin1 {.5}: n1, C .5, A 1, gap .5
     #  bin2 {.6, .9}: n2, C .75, A .5, gap .25;          bin3 {1, 1}: n2, C 1, A .5, gap .5

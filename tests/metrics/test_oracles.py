@@ -26,9 +26,13 @@ def test_ece_mce_rmsce_match_torchmetrics(num_bins, seed):
     k = probs.shape[1]
     # torchmetrics computes in float32 → agreement to ~1e-7
     assert M.ece(probs, labels, num_bins).item() == pytest.approx(tm(probs, labels, k, num_bins, "l1").item(), abs=1e-6)
-    assert M.mce(probs, labels, num_bins).item() == pytest.approx(tm(probs, labels, k, num_bins, "max").item(), abs=1e-6)
+    assert M.mce(probs, labels, num_bins).item() == pytest.approx(
+        tm(probs, labels, k, num_bins, "max").item(), abs=1e-6
+    )
     # torchmetrics' l2 = sqrt(Σ_b (n_b/N)(A_b − C_b)²), i.e. our RMSCE (seed 002 eq. 6, p = 2)
-    assert M.rmsce(probs, labels, num_bins).item() == pytest.approx(tm(probs, labels, k, num_bins, "l2").item(), abs=1e-6)
+    assert M.rmsce(probs, labels, num_bins).item() == pytest.approx(
+        tm(probs, labels, k, num_bins, "l2").item(), abs=1e-6
+    )
 
 
 @pytest.mark.parametrize("num_bins", [10, 15])
@@ -84,7 +88,7 @@ def test_kde_ece_against_loop_implementation_and_bandwidth_rule():
     probs, labels = random_predictions(n=300, seed=6)
     conf, _, correct = M.top_label(probs, labels)
     c, a = conf.numpy(), correct.numpy()
-    h = np.std(c[a > 0.5]) * (2 * len(c)) ** -0.2  # std(conf of correct)·(2N)^(−1/5), np.std (ddof 0) as the reference
+    h = np.std(c[a > 0.5]) * (2 * len(c)) ** -0.2  # std(conf of correct)·(2N)^(−1/5), ddof 0
     from metacal.metrics.kde import kde_bandwidth
 
     assert kde_bandwidth(conf, correct) == pytest.approx(h, rel=1e-12)

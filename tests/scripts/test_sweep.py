@@ -3,6 +3,7 @@ trainer (exit codes, log, skipping on a second pass), and one-line errors for ba
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from metacal.report.sweep_plan import build_command, plan_sweep
 REPO = Path(__file__).resolve().parents[2]
 
 FAKE_TRAINER = """
-import argparse, json, pathlib, sys
+import argparse, json, os, pathlib, sys
 ap = argparse.ArgumentParser()
 ap.add_argument("--config", required=True)
 ap.add_argument("--set", action="append", default=[])  # as scripts/train.py: one KEY=VALUE per --set
@@ -25,6 +26,7 @@ d = pathlib.Path(a.run_dir)
 d.mkdir(parents=True, exist_ok=True)
 with open(d / "calls.jsonl", "a") as fh:
     fh.write(json.dumps(sys.argv[1:]) + "\\n")
+(d / "omp.txt").write_text(os.environ.get("OMP_NUM_THREADS", "unset"))
 stem = pathlib.Path(a.config).stem
 if stem.startswith("bad"):
     print("boom", file=sys.stderr)
@@ -111,8 +113,9 @@ def test_dry_run_prints_plan_and_runs_nothing(grid, capsys):
     assert not (out / "ce" / "seed0").exists() and not (out / "sweep_log.jsonl").exists()
 
 
-def test_sweep_runs_logs_and_fails_on_failed_run(grid, capsys):
+def test_sweep_runs_logs_and_fails_on_failed_run(grid, capsys, monkeypatch):
     configs, train_cmd, out = grid
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     (out / "focal" / "seed1" / "checkpoints").mkdir(parents=True)
     (out / "focal" / "seed1" / "checkpoints" / "last.pt").write_text("")
     cfgs = [str(configs / f"{s}.yaml") for s in ("ce", "focal", "bad", "nodone")]
@@ -128,6 +131,8 @@ def test_sweep_runs_logs_and_fails_on_failed_run(grid, capsys):
     call = json.loads((out / "focal" / "seed1" / "calls.jsonl").read_text())
     assert call[-1] == "--resume" and call[call.index("run.seed=1") - 1] == "--set"
     assert "boom" in (out / "logs" / "bad_seed0.log").read_text()  # trainer output kept per run
+    cores = os.cpu_count() or 1  # 2 jobs share the cores: each trainer gets cores // 2 threads
+    assert (out / "ce" / "seed0" / "omp.txt").read_text() == str(max(1, cores // 2))
     captured = capsys.readouterr()
     assert "4 ok, 0 skipped, 4 failed" in captured.out and "bad/seed0" in captured.err
 

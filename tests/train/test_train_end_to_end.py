@@ -1,0 +1,100 @@
+"""End-to-end tiny runs through the CLI: files, metrics.json keys, TensorBoard tags, selection."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from train_tiny import METHODS, read_metrics
+
+SUMMARY_KEYS = {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "classwise_ece",
+                "sece", "kde_ece", "smece"}
+FAST_MODEL = {"model": {"name": "mlp", "options": {"hidden": [32]}}}
+
+
+def check_run_dir(run_dir, n_test: int = 120, num_classes: int = 4) -> dict:
+    for name in ("config.yaml", "metrics.json", "history.json", "reliability.png",
+                 "checkpoints/latest/train_state.json", "checkpoints/best/train_state.json",
+                 "predictions/val.npz", "predictions/test.npz"):
+        assert (run_dir / name).is_file(), name
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    metrics = read_metrics(run_dir)
+    assert set(metrics) >= {"epoch", "val", "test", "test_after_ts"}
+    for split in ("val", "test", "test_after_ts"):
+        assert SUMMARY_KEYS <= set(metrics[split]), split
+    with np.load(run_dir / "predictions" / "test.npz") as f:
+        logits, labels = f["logits"], f["labels"]
+    assert logits.shape == (n_test, num_classes) and labels.shape == (n_test,)
+    # metrics.json's test block is the summary of the saved predictions of the selected epoch
+    from metacal.metrics import summary
+
+    again = summary(torch.softmax(torch.from_numpy(logits).double(), -1), torch.from_numpy(labels))
+    for key in ("error", "nll", "ece"):
+        assert metrics["test"][key] == pytest.approx(float(again[key]), abs=1e-6)
+    assert metrics["test"]["n"] == n_test
+    # selection: the chosen epoch has the lowest validation error of the history (first one on ties)
+    history = json.loads((run_dir / "history.json").read_text())
+    errors = [h["val"]["error"] for h in history]
+    assert metrics["epoch"] == 1 + int(np.argmin(errors))
+    return metrics
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["ce", "focal", "adafocal", "mixup", "ce_dece"])
+def test_plain_and_meta_methods_end_to_end(method, write_config, run_cli, tmp_path):
+    config = write_config(method, {**METHODS[method], **FAST_MODEL})
+    code, out, err = run_cli(["--config", config, "--run-dir", tmp_path / "run"])
+    assert code == 0, err
+    check_run_dir(tmp_path / "run")
+    assert "epoch   2/2" in out
+    if method == "adafocal":  # the stateful loss was updated from validation and checkpointed
+        state = torch.load(tmp_path / "run/checkpoints/latest/custom_checkpoint_2.pkl", weights_only=False)
+        assert "bin_gamma" in state and not torch.allclose(state["bin_gamma"], torch.ones(15))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jvp", "higher", "head"])
+def test_flgamma_sece_each_backend_logs_gamma_and_ece(backend, write_config, run_cli, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = write_config("flgamma", {**METHODS["flgamma_sece"], **FAST_MODEL})
+    run_dir = tmp_path / "run"
+    code, out, err = run_cli(["--config", config, "--run-dir", run_dir, "--set", f"meta.backend={backend}"])
+    assert code == 0, err
+    metrics = check_run_dir(run_dir)
+    assert metrics["test"]["gamma_mean"] > 0 and metrics["test"]["gamma_std"] >= 0
+
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"histograms": 0, "images": 0})
+    events.Reload()
+    tags = events.Tags()
+    assert "train/gamma_hist" in tags["histograms"]
+    for tag in ("test/gamma_mean", "test/gamma_std", "val/ece", "test/ece", "train/meta_objective", "train/lr"):
+        assert tag in tags["scalars"], tag
+    assert "test/reliability" in tags["images"]
+    # the histogram covers every training sample of the epoch: 320 samples, 10 batches of 32
+    hist = events.Histograms("train/gamma_hist")
+    assert [h.step for h in hist] == [1, 2] and hist[0].histogram_value.num == 320
+    assert hist[0].histogram_value.min >= 0  # γ = |·| (seed 003 eq. 5)
+    lrs = [s.value for s in events.Scalars("train/lr")]
+    assert lrs == pytest.approx([0.1, 0.01])  # MultiStepLR ×0.1 at epoch 1
+    # the logged test γ mean of the selected epoch is the one in metrics.json
+    logged = {s.step: s.value for s in events.Scalars("test/gamma_mean")}
+    assert logged[metrics["epoch"]] == pytest.approx(metrics["test"]["gamma_mean"], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_existing_run_dir_needs_overwrite_and_nan_stops_with_step(write_config, run_cli, tmp_path):
+    config = write_config("ce", {**FAST_MODEL, "schedule": {"epochs": 1, "milestones": [1]}})
+    run_dir = tmp_path / "run"
+    assert run_cli(["--config", config, "--run-dir", run_dir])[0] == 0
+    code, _, err = run_cli(["--config", config, "--run-dir", run_dir])
+    assert code == 2 and "already exists" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
+    # lr = inf makes the loss non-finite at the second step; the run stops naming the step
+    code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--overwrite", "--set", "optim.lr=1e30",
+                            "--set", "optim.momentum=0.0"])
+    assert code == 1, err
+    assert "non-finite loss at epoch 1, step" in err and "Traceback" not in err
+    assert not (run_dir / "metrics.json").exists()

@@ -1,0 +1,41 @@
+"""Shared constants and helpers of the trainer tests (imported by conftest and the tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# 4-class Gaussian mixture, 8-d inputs: 320 train / 40 val / 40 meta-val / 120 test samples.
+TINY = {
+    "data": {"name": "gaussian_mixture", "batch_size": 32, "eval_batch_size": 64,
+             "options": {"n_train": 400, "n_test": 120, "dim": 8, "num_classes": 4}},
+    "model": {"name": "mlp"},
+    "loss": {"name": "ce"},
+    "meta": {"batch_size": 20},
+    "optim": {"lr": 0.1},
+    "schedule": {"epochs": 2, "milestones": [1]},
+    "logging": {"progress_bar": False},
+    "run": {"seed": 0, "torch_threads": 1},
+}
+
+METHODS = {
+    "ce": {"loss": {"name": "ce"}},
+    "focal": {"loss": {"name": "focal", "params": {"gamma": 1.0}}},
+    "adafocal": {"loss": {"name": "adafocal"}},
+    "mixup": {"loss": {"name": "mixup", "params": {"alpha": 1.0}}},
+    "ce_dece": {"loss": {"name": "ce_learnable_l2"},
+                "meta": {"enabled": True, "learner": "loss", "objective": "dece"}},
+    "flgamma_sece": {"loss": {"name": "focal"},
+                     "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece", "backend": "jvp"}},
+}
+
+
+def deep_merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def read_metrics(run_dir: Path) -> dict:
+    return json.loads((run_dir / "metrics.json").read_text())
