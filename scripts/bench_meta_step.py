@@ -9,12 +9,16 @@ order, and the median seconds per step is reported (the machine may be shared: r
 are what matter). Each method trains its own copy of the same initial model (SGD lr 0.1, momentum 0.9,
 wd 5e-4; γ-Net; Adam 1e-3), on the same fixed train and meta-val batches.
 
-Peak memory: on CUDA ``torch.cuda.max_memory_allocated`` per step. On CPU there is no allocator
-statistic, and RSS is a process-wide high-water mark; we report the peak of the bytes held by autograd
-graphs — every tensor saved for backward, counted once per storage while alive, tracked with
-``torch.autograd.graph.saved_tensors_hooks``. That is the memory that differs between backends (``higher``
-keeps the train graph, its second-order backward graph and the meta-val graph alive together); transient
-gradients and forward-mode tangents (``jvp``; about one activation at a time) are not included.
+Peak memory: on CUDA ``torch.cuda.max_memory_allocated`` during one step. On CPU there is no allocator
+statistic, so a child process (same options) measures, per method, the increase of the resident set size
+during one step: the RSS high-water mark is reset through /proc/self/clear_refs before the step and read
+from VmHWM after it, with ``MALLOC_MMAP_THRESHOLD_=65536`` so that every activation-sized tensor is mmapped
+and returned to the OS when freed (RSS then tracks live tensor memory). This counts everything a step
+allocates (graphs, gradients, forward-mode tangents, the ``jvp`` backend's kept primal outputs). A second
+column gives the peak of bytes held by autograd graphs (tensors saved for backward, once per storage while
+alive, via ``torch.autograd.graph.saved_tensors_hooks``) — the part that differs most between backends
+(``higher`` keeps the train graph, its second-order backward graph and the meta-val graph alive together).
+Without /proc (non-Linux) only the second measure is available and is reported as peak memory.
 
 ``hypergrad_rel_diff``: from one identical state, max|g_jvp − g_higher| / max|g_higher| over the γ-Net's
 hypergradient. With ``--json`` the last printed line is one JSON object. Unless ``--no-write``, the
@@ -26,9 +30,12 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import gc
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -159,6 +166,57 @@ def measure_memory(method: Method, cuda: bool) -> float:
     return meter.peak / 2**20
 
 
+def build_setup(args, device):
+    torch.manual_seed(0)
+    model = models.build(args.model, num_classes=args.classes, in_channels=1).to(device)
+    gamma_net = GammaNet(model.feature_dim, args.classes).to(device)
+    objective = objectives.build(args.objective)
+    shape = (1, args.size, args.size)
+    data = (
+        torch.randn(args.batch, *shape, device=device),
+        torch.randint(0, args.classes, (args.batch,), device=device),
+        torch.randn(args.meta_batch, *shape, device=device),
+        torch.randint(0, args.classes, (args.meta_batch,), device=device),
+    )
+    return model, gamma_net, objective, data
+
+
+def _status_mb(key: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1]) / 1024
+    raise OSError(f"{key} not in /proc/self/status")
+
+
+def rss_peaks(names, model, gamma_net, objective, data) -> dict[str, float]:
+    """Peak RSS increase of one step per method (Linux: VmHWM reset through /proc/self/clear_refs)."""
+    peaks = {}
+    for n in names:
+        method = Method(n, model, gamma_net, objective, data)
+        method.step()
+        method.step()
+        gc.collect()
+        Path("/proc/self/clear_refs").write_text("5")  # reset the RSS high-water mark
+        base = _status_mb("VmRSS:")
+        method.step()
+        peaks[n] = _status_mb("VmHWM:") - base
+        del method
+        gc.collect()
+    return peaks
+
+
+def measure_rss_in_child(argv: list[str]) -> dict[str, float] | None:
+    """Run the RSS measurement in a fresh process with a fixed malloc mmap threshold (64 KiB), so every
+    activation-sized tensor is mmapped and returned to the OS when freed and RSS tracks live memory."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--memory-child"]
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=1800)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=15)
@@ -174,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--output", default="docs/performance.md")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.reps < 1 or args.warmup < 0 or min(args.batch, args.meta_batch, args.classes, args.size) < 1:
         print("error: --reps, --batch, --meta-batch, --classes, --size must be positive", file=sys.stderr)
@@ -183,35 +242,40 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     cuda = device.type == "cuda"
 
-    torch.manual_seed(0)
-    model = models.build(args.model, num_classes=args.classes, in_channels=1).to(device)
-    gamma_net = GammaNet(model.feature_dim, args.classes).to(device)
-    objective = objectives.build(args.objective)
-    shape = (1, args.size, args.size)
-    data = (
-        torch.randn(args.batch, *shape, device=device),
-        torch.randint(0, args.classes, (args.batch,), device=device),
-        torch.randn(args.meta_batch, *shape, device=device),
-        torch.randint(0, args.classes, (args.meta_batch,), device=device),
-    )
+    model, gamma_net, objective, data = build_setup(args, device)
     names = ["plain", "focal", *BACKENDS]
+    if args.memory_child:
+        print(json.dumps(rss_peaks(names, model, gamma_net, objective, data)))
+        return 0
     methods = {n: Method(n, model, gamma_net, objective, data) for n in names}
     for _ in range(args.warmup):
         for m in methods.values():
             m.step()
     times: dict[str, list[float]] = {n: [] for n in names}
+    cpu_times: dict[str, list[float]] = {n: [] for n in names}
     for rep in range(args.reps):
         order = names[rep % len(names):] + names[: rep % len(names)]
         for n in order:
             if cuda:
                 torch.cuda.synchronize()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             methods[n].step()
             if cuda:
                 torch.cuda.synchronize()
             times[n].append(time.perf_counter() - start)
+            cpu_times[n].append(time.process_time() - cpu_start)
     median = {n: statistics.median(t) for n, t in times.items()}
-    memory = {n: measure_memory(methods[n], cuda) for n in names}
+    cpu_median = {n: statistics.median(t) for n, t in cpu_times.items()}
+    saved = {n: measure_memory(methods[n], False) for n in names}
+    memory, memory_kind = None, "autograd_saved_tensors"
+    if cuda:
+        memory, memory_kind = {n: measure_memory(methods[n], True) for n in names}, "cuda_max_memory_allocated"
+    elif Path("/proc/self/clear_refs").exists():
+        child_argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--json",)]
+        memory = measure_rss_in_child(child_argv + ["--no-write"])
+        memory_kind = "peak_rss_increase" if memory is not None else memory_kind
+    if memory is None:
+        memory = saved
     rel_jvp, rel_head = hypergradient_difference(model, gamma_net, objective, data)
 
     result = {
@@ -219,11 +283,14 @@ def main(argv: list[str] | None = None) -> int:
         "focal_s": median["focal"],
         "meta_s": {b: median[b] for b in BACKENDS},
         "ratio_to_focal": {b: median[b] / median["focal"] for b in BACKENDS},
+        "cpu_s": cpu_median,
+        "cpu_ratio_to_focal": {b: cpu_median[b] / cpu_median["focal"] for b in BACKENDS},
         "higher_over_jvp": median["higher"] / median["jvp"],
         "hypergrad_rel_diff": rel_jvp,
         "head_vs_full_rel_diff": rel_head,
         "peak_mem_mb": {n: memory[n] for n in names},
-        "peak_mem_kind": "cuda_max_memory_allocated" if cuda else "autograd_saved_tensors",
+        "peak_mem_kind": memory_kind,
+        "autograd_saved_peak_mb": saved,
         "reps": args.reps,
         "threads": torch.get_num_threads(),
         "device": str(device),
@@ -235,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "jvp peak memory < higher": memory["jvp"] < memory["higher"],
     }
     result["targets_met"] = checks
-    table = render_table(result, names, median, memory, args)
+    table = render_table(result, names, median, cpu_median, memory, saved)
     print(table)
     if not args.no_write:
         write_doc(Path(args.output), table, result, checks, argv)
@@ -244,21 +311,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def render_table(result, names, median, memory, args) -> str:
-    mem_label = "peak MB (CUDA)" if result["device"].startswith("cuda") else "peak autograd-saved MB"
+def render_table(result, names, median, cpu_median, memory, saved) -> str:
+    mem_label = {
+        "cuda_max_memory_allocated": "peak MB (CUDA allocated)",
+        "peak_rss_increase": "peak RSS increase MB",
+        "autograd_saved_tensors": "peak autograd-saved MB",
+    }[result["peak_mem_kind"]]
     label = {"plain": "plain CE step", "focal": "focal step (γ-Net, no meta)"}
     lines = [
-        f"| method | median s/step | × focal | × plain | {mem_label} |",
-        "|---|---:|---:|---:|---:|",
+        f"| method | median s/step (wall) | × focal | × plain | median CPU s/step | × focal (CPU) | {mem_label} "
+        "| peak autograd-saved MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in names:
         lines.append(
             f"| {label.get(n, f'meta step, `{n}`')} | {median[n]:.4f} | {median[n] / median['focal']:.2f} | "
-            f"{median[n] / median['plain']:.2f} | {memory[n]:.1f} |"
+            f"{median[n] / median['plain']:.2f} | {cpu_median[n]:.4f} | "
+            f"{cpu_median[n] / cpu_median['focal']:.2f} | {memory[n]:.1f} | {saved[n]:.1f} |"
         )
     lines.append("")
     lines.append(
-        f"`higher` / `jvp` time: {result['higher_over_jvp']:.2f}×; hypergradient relative difference "
+        f"`higher` / `jvp` time (wall): {result['higher_over_jvp']:.2f}×; hypergradient relative difference "
         f"jvp vs higher: {result['hypergrad_rel_diff']:.2e} (head vs full network: "
         f"{result['head_vs_full_rel_diff']:.2e}, an approximation by design)."
     )
@@ -283,8 +356,14 @@ machine may be shared with other jobs: the ratios, measured side by side, are th
 
 {table}
 
-Peak memory on CPU counts the bytes held by autograd graphs (tensors saved for backward, once per
-storage while alive); on CUDA it is `torch.cuda.max_memory_allocated` during one step.
+Wall time is the target metric. The CPU column (process CPU time, all threads) is less sensitive to other
+jobs on a shared machine; with more than one torch thread it also counts the workers' spin-waiting.
+
+Peak memory ({result['peak_mem_kind']}): on CPU, the increase of the process's resident set size during
+one step, measured in a child process with `MALLOC_MMAP_THRESHOLD_=65536` (so freed tensors return to the
+OS) and the RSS high-water mark reset via /proc/self/clear_refs — it counts everything the step allocates.
+The last column is the peak of bytes held by autograd graphs (tensors saved for backward, once per
+storage), tracked with `saved_tensors_hooks`. On CUDA, `torch.cuda.max_memory_allocated` during one step.
 
 Targets ({TARGETS}):
 {met}

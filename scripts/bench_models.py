@@ -1,16 +1,19 @@
 """Training throughput of the small models (images/s for forward + backward + SGD step).
 
-    python scripts/bench_models.py [--threads 2] [--batch 128] [--steps 30] [--repeats 5]
-                                   [--models small_resnet,cnn1d,mlp] [--option small_resnet:widths=16,32,64]
+    python scripts/bench_models.py [--threads 2[,1]] [--batch 128] [--steps 30] [--repeats 5]
+        [--models small_resnet,cnn1d,mlp] [--option small_resnet:widths=16,32,64]
 
-Prints, per model, the images/s of each repeat and their median (the machine may be shared,
-so the median of several repeats is the number to quote). Target for small_resnet:
-≥ 1,500 images/s at batch 128 on 2 CPU cores.
+Prints, per model and thread count, the wall-clock images/s of each repeat and their median
+(the machine may be shared, so the median of several repeats is the number to quote), and the
+images per CPU-second of the process. Target for small_resnet: ≥ 1,500 images/s at batch 128
+on 2 CPU cores. When other jobs oversubscribe the cores, 2 intra-op threads collapse (they
+wait on each other); ``--threads 1`` then gives the robust lower bound of one core.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -29,8 +32,9 @@ SETUPS: dict[str, tuple[tuple[int, ...], int, dict]] = {
 
 
 def images_per_second(model: nn.Module, shape: tuple[int, ...], num_classes: int, batch: int,
-                      steps: int) -> float:
-    """Median-free single measurement: `steps` SGD steps after 3 warm-up steps."""
+                      steps: int) -> tuple[float, float]:
+    """One measurement of `steps` SGD steps after 3 warm-up steps: (images per wall-clock
+    second, images per CPU-second of this process)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(batch, *shape)
@@ -44,10 +48,11 @@ def images_per_second(model: nn.Module, shape: tuple[int, ...], num_classes: int
 
     for _ in range(3):
         step()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
-    return batch * steps / (time.perf_counter() - start)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return batch * steps / wall, batch * steps / max(cpu, 1e-9)
 
 
 def parse_option(text: str) -> tuple[str, str, object]:
@@ -63,7 +68,7 @@ def parse_option(text: str) -> tuple[str, str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", default="2", help="comma-separated thread counts, e.g. 2,1")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=5)
@@ -71,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--option", action="append", default=[])
     args = parser.parse_args(argv)
     try:
+        threads = [int(t) for t in args.threads.split(",") if t]
+        if not threads or min(threads) < 1:
+            raise ValueError(f"--threads needs positive ints, got {args.threads!r}")
         names = [n for n in args.models.split(",") if n]
         unknown = [n for n in names if n not in SETUPS]
         if unknown:
@@ -82,19 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch}, "
-          f"{args.steps} steps x {args.repeats} repeats")
+    print(f"torch {torch.__version__}, batch {args.batch}, {args.steps} steps x {args.repeats} "
+          f"repeats, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for name in names:
         shape, k, opts = SETUPS[name]
-        model = models.build(name, k, shape[0], **{**opts, **extra.get(name, {})})
+        try:
+            model = models.build(name, k, shape[0], **{**opts, **extra.get(name, {})})
+        except (ValueError, TypeError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         n_params = sum(p.numel() for p in model.parameters())
-        rates = [images_per_second(model, shape, k, args.batch, args.steps)
-                 for _ in range(args.repeats)]
-        runs = " ".join(f"{r:.0f}" for r in rates)
-        print(f"{name:14s} params {n_params:>8d}  images/s median {statistics.median(rates):7.0f}"
-              f"  (runs: {runs})")
+        for n_threads in threads:
+            torch.set_num_threads(n_threads)
+            rates = [images_per_second(model, shape, k, args.batch, args.steps)
+                     for _ in range(args.repeats)]
+            wall = [r[0] for r in rates]
+            cpu = statistics.median(r[1] for r in rates)
+            runs = " ".join(f"{r:.0f}" for r in wall)
+            print(f"{name:13s} params {n_params:>7d} threads {n_threads}  images/s median "
+                  f"{statistics.median(wall):6.0f}  per CPU-s {cpu:6.0f}  (runs: {runs})")
     return 0
 
 

@@ -16,7 +16,7 @@ small terms are differentiated w.r.t. φ (second order through the loss head onl
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -25,7 +25,8 @@ from torch import nn
 
 from metacal.registry import Registry
 
-from .sgd_lookahead import lookahead_scales
+from .sgd_lookahead import lookahead_scales, unwrap_sgd
+from .replay import PrimalRecorder
 from .slots import TensorSlots
 
 BACKENDS: Registry[Callable[..., "StepOutput"]] = Registry("meta backend")
@@ -37,7 +38,7 @@ class StepContext:
 
     model: nn.Module  # unwrapped module: lookahead / JVP / meta-val forward
     forward_model: nn.Module  # possibly DDP-wrapped: the real train forward
-    optimizer: torch.optim.SGD
+    optimizer: Any  # what the trainer steps (torch.optim.SGD or a wrapper such as AcceleratedOptimizer)
     inner: Any  # GammaFocalInner | LearnableL2Inner
     objective: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # meta objective on logits
     backward: Callable[[torch.Tensor], None]
@@ -45,10 +46,16 @@ class StepContext:
     sync_meta_val_grads: Callable[[list[torch.Tensor]], None] | None = None
     head_names: tuple[str, str | None] = field(default=("classifier.weight", "classifier.bias"))
     slots: TensorSlots | None = None
+    recorder: PrimalRecorder | None = None
+    sgd: torch.optim.SGD | None = None  # the torch SGD inside ``optimizer`` (hyper-parameters, state)
 
     def __post_init__(self) -> None:
+        if self.sgd is None:
+            self.sgd = unwrap_sgd(self.optimizer)
         if self.slots is None:
             self.slots = TensorSlots(self.model)
+        if self.recorder is None:
+            self.recorder = PrimalRecorder(self.model)
 
 
 @dataclass
@@ -69,6 +76,26 @@ class RealStep:
     meta: Any  # γ(φ) with its graph to φ (None for learnable L2)
     old_params: dict[str, torch.Tensor]  # θ before the step (only when requested)
     scales: dict[str, float]  # η·c·s per parameter name (0 for parameters SGD did not move)
+    rng: "RNGState | None" = None  # RNG state before the real forward (to replay dropout masks)
+
+
+class RNGState:
+    """The CPU (and, for CUDA inputs, that device's) RNG state; :meth:`replay` re-runs a block with the
+    same random draws (dropout masks) as the captured forward, leaving the global RNG stream untouched."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cpu = torch.get_rng_state()
+        self.device = device if device.type == "cuda" else None
+        self.cuda = torch.cuda.get_rng_state(device) if self.device is not None else None
+
+    @contextmanager
+    def replay(self) -> Iterator[None]:
+        devices = [self.device] if self.device is not None else []
+        with torch.random.fork_rng(devices=devices):
+            torch.set_rng_state(self.cpu)
+            if self.device is not None:
+                torch.cuda.set_rng_state(self.cuda, self.device)
+            yield
 
 
 def head_names(model: nn.Module) -> tuple[str, str | None]:
@@ -99,12 +126,16 @@ def frozen_meta_parameters(inner) -> Iterator[None]:
             p.requires_grad_(True)
 
 
-def real_step(ctx: StepContext, inputs, targets, keep_old: bool, with_meta_graph: bool = True) -> RealStep:
+def real_step(
+    ctx: StepContext, inputs, targets, keep_old: bool, with_meta_graph: bool = True, recorder=None
+) -> RealStep:
     """The real iteration's backbone update: forward (updates BN running stats once), inner loss at the
     current γ (detached: the inner backward never reaches φ), ``backward``, optional clipping, SGD step."""
     model, optimizer = ctx.model, ctx.optimizer
     optimizer.zero_grad(set_to_none=True)
-    logits, features = ctx.forward_model(inputs, return_features=True)
+    rng = RNGState(inputs.device) if keep_old else None
+    with recorder.recording() if recorder is not None else nullcontext():
+        logits, features = ctx.forward_model(inputs, return_features=True)
     with torch.set_grad_enabled(with_meta_graph and torch.is_grad_enabled()):
         meta = ctx.inner.meta_inputs(features)
     frozen = meta.detach() if torch.is_tensor(meta) else meta
@@ -117,11 +148,11 @@ def real_step(ctx: StepContext, inputs, targets, keep_old: bool, with_meta_graph
     if ctx.max_grad_norm is not None:
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), ctx.max_grad_norm)
         s = float(torch.clamp(ctx.max_grad_norm / (norm + 1e-6), max=1.0))
-    by_param = lookahead_scales(optimizer)
+    by_param = lookahead_scales(ctx.sgd)
     scales = {n: by_param.get(p, 0.0) * s for n, p in named.items()}
     old = {n: p.detach().clone() for n, p in named.items()} if keep_old else {}
     optimizer.step()
-    return RealStep(loss.detach(), logits.detach(), features.detach(), meta, old, scales)
+    return RealStep(loss.detach(), logits.detach(), features.detach(), meta, old, scales, rng)
 
 
 def meta_val_forward(ctx: StepContext, inputs, return_features: bool = False):

@@ -44,8 +44,8 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
     import higher  # imported lazily: the other backends do not need it
 
     _refuse_distributed(ctx)
-    model, optimizer = ctx.model, ctx.optimizer
-    optimizer.zero_grad(set_to_none=True)
+    model, optimizer = ctx.model, ctx.sgd
+    ctx.optimizer.zero_grad(set_to_none=True)
     params = list(model.parameters())
     names = [n for n, _ in model.named_parameters()]
     wi = names.index(ctx.head_names[0])

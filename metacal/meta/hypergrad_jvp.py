@@ -8,19 +8,27 @@ Order of work in one call (each network pass once):
    statistics); ``torch.autograd.grad`` w.r.t. the parameters only → v (nothing is written to ``.grad``).
 3. tangent t_p = −η_p·c_p·s·v_p; one forward-mode pass of the network at the OLD θ along t on the train
    batch (``torch.autograd.forward_ad`` dual tensors swapped into the module's slots, under no_grad,
-   scratch BN buffers → same batch statistics as the real forward, running stats untouched) → (J t)_i.
+   scratch BN buffers → same batch statistics as the real forward, running stats untouched; the RNG state
+   of the real forward is replayed, so dropout masks are the real step's) → (J t)_i.
 4. ∂/∂φ [Σ_i ∂L/∂z_i(z_i, γ_i(φ))·(J t)_i + ∂L/∂θ_head·t_head] (:func:`backend.contract_hypergradient`).
 
-For the learnable-L2 loss ∂L/∂z does not depend on φ, so step 3 is skipped: the hypergradient is the
-direct term 2·θ_head·t_head.
+For the learnable-L2 loss ∂L/∂z does not depend on φ: the hypergradient is the direct term
+2·θ_head·t_head and needs only v_head, so the call is delegated to the ``head`` backend, which is exact in
+that case (tested against ``higher``).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 import torch.autograd.forward_ad as fwAD
 
+from .bn_jvp import lean_batchnorm
+from .hypergrad_head import head_meta_step
+from .replay import PrimalRecorder, replay_primals
 from .backend import (
+    RNGState,
     BACKENDS,
     StepContext,
     StepOutput,
@@ -43,14 +51,22 @@ def parameter_grads(ctx: StepContext, objective: torch.Tensor, names: list[str])
 
 
 def network_jvp(
-    ctx: StepContext, inputs: torch.Tensor, primals: dict[str, torch.Tensor], tangents: dict[str, torch.Tensor]
+    ctx: StepContext,
+    inputs: torch.Tensor,
+    primals: dict[str, torch.Tensor],
+    tangents: dict[str, torch.Tensor],
+    rng: RNGState | None = None,
+    recorder: PrimalRecorder | None = None,
 ) -> torch.Tensor:
-    """(J t): forward-mode derivative of the logits at θ = ``primals`` along ``tangents`` (train mode)."""
-    with torch.no_grad(), fwAD.dual_level():
+    """(J t): forward-mode derivative of the logits at θ = ``primals`` along ``tangents`` (train mode;
+    with ``rng`` the real forward's random draws — dropout masks — are replayed)."""
+    with torch.no_grad(), fwAD.dual_level(), (rng.replay() if rng is not None else nullcontext()):
         duals = {
             n: fwAD.make_dual(p, tangents[n]) if n in tangents else p for n, p in primals.items()
         }
-        with ctx.slots.swapped({**duals, **ctx.slots.scratch_buffers()}):
+        with ctx.slots.swapped({**duals, **ctx.slots.scratch_buffers()}), lean_batchnorm(
+            ctx.model
+        ), replay_primals(recorder):
             out = ctx.model(inputs)
         tangent = fwAD.unpack_dual(out).tangent
     if tangent is None:  # the logits do not depend on any moved parameter
@@ -60,15 +76,17 @@ def network_jvp(
 
 @BACKENDS.register("jvp")
 def jvp_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepOutput:
-    needs_jvp = ctx.inner.logits_depend_on_meta
-    real = real_step(ctx, inputs, targets, keep_old=True)
+    if not ctx.inner.logits_depend_on_meta:
+        # learnable L2: φ enters only the head's update, so the head lookahead IS the exact hypergradient
+        # (same numbers, without the body's meta-val backward)
+        return head_meta_step(ctx, inputs, targets, meta_inputs, meta_targets)
+    real = real_step(ctx, inputs, targets, keep_old=True, recorder=ctx.recorder)
     moved = [n for n, s in real.scales.items() if s != 0.0]
-    if not needs_jvp:  # only the head enters the hypergradient directly
-        moved = [n for n in moved if n in ctx.head_names]
     objective = ctx.objective(meta_val_forward(ctx, meta_inputs), meta_targets)
     v = parameter_grads(ctx, objective, moved)
     tangents = {n: v[n].mul(-real.scales[n]) for n in moved}
-    logit_tangent = network_jvp(ctx, inputs, real.old_params, tangents) if needs_jvp else None
+    logit_tangent = network_jvp(ctx, inputs, real.old_params, tangents, real.rng, ctx.recorder)
+    ctx.recorder.clear()
     wn, bn = ctx.head_names
     zero = lambda n: tangents[n] if n in tangents else torch.zeros_like(real.old_params[n])  # noqa: E731
     head_tangent = (zero(wn), zero(bn) if bn is not None else None)

@@ -26,6 +26,16 @@ import torch
 from torch import nn
 
 
+def unwrap_sgd(optimizer) -> torch.optim.SGD:
+    """The torch.optim.SGD inside an optimizer wrapper (accelerate's AcceleratedOptimizer keeps it in
+    ``.optimizer``), checked: the lookahead replicates SGD exactly; anything else is refused clearly."""
+    inner = optimizer
+    while not isinstance(inner, torch.optim.Optimizer) and hasattr(inner, "optimizer"):
+        inner = inner.optimizer
+    check_sgd(inner)
+    return inner
+
+
 def check_sgd(optimizer: torch.optim.Optimizer) -> None:
     """The lookahead replicates torch.optim.SGD exactly; anything else is refused with a clear message."""
     if not isinstance(optimizer, torch.optim.SGD):

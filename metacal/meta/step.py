@@ -26,7 +26,7 @@ from . import hypergrad_head, hypergrad_higher, hypergrad_jvp  # noqa: F401  (re
 from .backend import BACKENDS, StepContext, head_names, real_step
 from .gamma_net import GammaNet
 from .inner import make_inner
-from .sgd_lookahead import check_sgd
+from .sgd_lookahead import unwrap_sgd
 
 
 def available_backends() -> list[str]:
@@ -52,7 +52,10 @@ class MetaStep:
 
     Args:
         model: the classifier (models contract: ``model(x, return_features=True)``, ``model.classifier``).
-        optimizer: ``torch.optim.SGD`` over the backbone (any momentum/dampening/nesterov/weight decay).
+        optimizer: ``torch.optim.SGD`` over the backbone (any momentum/dampening/nesterov/weight decay), or
+            a wrapper holding it in ``.optimizer`` (accelerate's AcceleratedOptimizer; its ``step`` is
+            called, its SGD's hyper-parameters and state are read). No gradient accumulation: every call
+            must take exactly one SGD step.
         objective: meta objective on logits, e.g. ``metacal.objectives.build("sece")``.
         gamma_net: the γ-Net (FLγ-SECE / FLγ-DECE); its parameters are φ. Or, instead,
         loss: ``metacal.losses.build("ce_learnable_l2", weight_shape=(K, d))`` (CE-SECE / CE-DECE; φ = its
@@ -65,7 +68,9 @@ class MetaStep:
         backward: callable for the real loss (default ``Tensor.backward``; trainer: ``accelerator.backward``).
         sync_meta_grads: called with the list of meta-parameters after their grads are set (all-reduce).
         sync_meta_val_grads: optional, called with the list of meta-val gradients v (jvp/head) to
-            all-reduce them before the tangent is formed (exact hypergradient across ranks).
+            all-reduce (average) them in place before the tangent is formed. With both syncs averaging,
+            the multi-rank hypergradient is exact: θ' uses the rank-averaged g, so
+            dJ̄/dφ = mean_r ∂/∂φ[−η·c·v̄ᵀ g_r], v̄ = mean_r v_r.
         forward_model: module for the real train forward (DDP wrapper); default ``model``.
     """
 
@@ -89,7 +94,7 @@ class MetaStep:
         sync_meta_val_grads: Callable[[list[torch.Tensor]], Any] | None = None,
         forward_model: nn.Module | None = None,
     ) -> None:
-        check_sgd(optimizer)
+        unwrap_sgd(optimizer)  # refuses anything but torch.optim.SGD (possibly wrapped) with a clear error
         if isinstance(meta_every, bool) or not isinstance(meta_every, int) or meta_every < 1:
             raise ValueError(f"meta_every must be a positive int, got {meta_every!r}")
         for label, value in (("max_grad_norm", max_grad_norm), ("max_meta_grad_norm", max_meta_grad_norm)):

@@ -5,10 +5,22 @@ Every model returns logits from ``model(x)`` and ``(logits, features)`` from
 ``nn.Linear(model.feature_dim, num_classes)`` head, applied last. Every builder also accepts an
 optional ``input_shape`` ((C,H,W) or (C,L), no batch dim) so a trainer can pass
 ``bundle.input_shape`` to any model; the MLP needs it (or ``in_features``).
+
+Models (module — names):
+  small_resnet.py — ``small_resnet`` (28×28 grayscale, 78k parameters)
+  cnn1d.py        — ``cnn1d`` (MNIST-1D, Greydanus 2020, 5,210 parameters)
+  mlp.py          — ``mlp`` (flattened input, hidden=(256, 256))
+  resnet_cifar.py — ``resnet18/34/50`` (CIFAR stem), ``resnet20/32/56/110`` (He et al. CIFAR
+                    ResNets), ``resnet110_bottleneck`` (focal_calibration's "resnet110")
+  wide_resnet.py  — ``wrn28_10`` (pre-activation), ``wrn26_10`` (focal_calibration's
+                    post-activation 6n+2 construction), ``wide_resnet`` (any depth/width)
+  densenet.py     — ``densenet100`` (DenseNet-BC k=12), ``densenet121`` (stem imagenet|cifar)
+2-D models end in global average pooling, so 32×32 and 64×64 (Tiny-ImageNet) inputs both work.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from torch import nn
@@ -24,8 +36,18 @@ from . import densenet  # noqa: F401  (densenet100, densenet121)
 
 
 def build(name: str, num_classes: int, in_channels: int, **options: Any) -> nn.Module:
-    """Build a registered classifier; an unknown name raises UnknownNameError listing names."""
-    return MODELS.build(name, num_classes=num_classes, in_channels=in_channels, **options)
+    """Build a registered classifier. An unknown name raises UnknownNameError listing the
+    names; an option the model does not take raises ValueError listing the ones it does."""
+    builder = MODELS.get(name)
+    accepted = [p for p in inspect.signature(builder).parameters
+                if p not in ("num_classes", "in_channels")]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"model {name!r} does not take option(s) {', '.join(unknown)}; "
+            f"its options are: {', '.join(accepted)}"
+        )
+    return builder(num_classes=num_classes, in_channels=in_channels, **options)
 
 
 def available() -> list[str]:

@@ -8,6 +8,7 @@ A classifier is ``features = self.forward_features(x)`` followed by ONE linear h
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -35,9 +36,14 @@ class Classifier(nn.Module):
 
 
 def check_sizes(name: str, num_classes: int, in_channels: int) -> None:
-    """One-line ValueError for non-positive or non-integer class/channel counts."""
+    """One-line ValueError for non-positive or non-integer class/channel counts (numpy ints are
+    accepted, floats and bools are not)."""
     for label, value in (("num_classes", num_classes), ("in_channels", in_channels)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        try:
+            ok = not isinstance(value, bool) and operator.index(value) >= 1
+        except TypeError:
+            ok = False
+        if not ok:
             raise ValueError(f"{name}: {label} must be a positive int, got {value!r}")
 
 
@@ -63,7 +69,7 @@ def check_input_shape(
 
 
 def init_conv_bn(module: nn.Module) -> None:
-    """He (fan_out) init for convolutions, BN γ=1 β=0, as in He et al. 2016 and most CIFAR code."""
+    """He (fan_out) init for convolutions, BN γ=1 β=0 (He et al. 2016; most CIFAR code)."""
     for m in module.modules():
         if isinstance(m, (nn.Conv1d, nn.Conv2d)):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")

@@ -70,7 +70,9 @@ def cnn1d(
     shape = check_input_shape("cnn1d", in_channels, input_shape, 2)
     if shape is not None:
         if input_length is not None and input_length != shape[1]:
-            raise ValueError(f"cnn1d: input_length={input_length} disagrees with input_shape {shape}")
+            raise ValueError(
+                f"cnn1d: input_length={input_length} disagrees with input_shape {shape}"
+            )
         input_length = shape[1]
     input_length = 40 if input_length is None else int(input_length)
     if pool not in ("flatten", "avg"):

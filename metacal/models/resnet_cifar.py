@@ -74,7 +74,7 @@ class BasicBlock(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    """1×1 reduce → 3×3 (carries the stride) → 1×1 expand ×4, each with BN (He et al. 2016)."""
+    """1×1 reduce → 3×3 (with the stride) → 1×1 expand ×4, each with BN (He et al. 2016)."""
 
     expansion = 4
 
@@ -135,11 +135,22 @@ class CifarResNet(Classifier):
         return global_pool(self.stages(self.stem(x)))
 
 
-def _build(name: str, block, num_blocks, widths, num_classes, in_channels, shortcut, input_shape):
+def _build(
+    name: str,
+    block: type[BasicBlock] | type[Bottleneck],
+    num_blocks: Sequence[int],
+    widths: Sequence[int],
+    num_classes: int,
+    in_channels: int,
+    shortcut: str,
+    input_shape: Sequence[int] | None,
+) -> CifarResNet:
     check_sizes(name, num_classes, in_channels)
     check_input_shape(name, in_channels, input_shape, 3)
     if shortcut not in ("A", "B"):
-        raise ValueError(f"{name}: shortcut must be 'A' (zero-padding) or 'B' (1x1 conv), got {shortcut!r}")
+        raise ValueError(
+            f"{name}: shortcut must be 'A' (zero-padding) or 'B' (1x1 conv), got {shortcut!r}"
+        )
     return CifarResNet(block, num_blocks, widths, num_classes, in_channels, shortcut)
 
 
@@ -151,10 +162,11 @@ def _register_imagenet_layout(name: str, block, num_blocks: tuple[int, ...]) -> 
     @MODELS.register(name)
     def builder(num_classes: int, in_channels: int = 3, shortcut: str = "B",
                 input_shape: Sequence[int] | None = None) -> CifarResNet:
-        return _build(name, block, num_blocks, _WIDE, num_classes, in_channels, shortcut, input_shape)
+        return _build(name, block, num_blocks, _WIDE, num_classes, in_channels, shortcut,
+                      input_shape)
 
     builder.__name__ = name
-    builder.__doc__ = f"{name}: CIFAR-stem ResNet, {block.__name__} × {num_blocks}, widths {_WIDE}."
+    builder.__doc__ = f"{name}: CIFAR-stem ResNet, {block.__name__} × {num_blocks}, widths {_WIDE}"
 
 
 def _register_cifar_layout(name: str, n: int) -> None:

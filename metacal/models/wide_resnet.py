@@ -102,12 +102,16 @@ def wide_resnet(
         raise ValueError(f"{name}: dropout must be in [0, 1), got {dropout}")
     if style == "preact":
         if depth < 10 or (depth - 4) % 6:
-            raise ValueError(f"{name}: pre-activation WRN depth must be 6n+4 (10, 16, 22, 28, 34, 40...); "
-                             "use style='postact' for 6n+2 depths such as 26")
+            raise ValueError(
+                f"{name}: pre-activation WRN depth must be 6n+4 (10, 16, 22, 28, 34...); "
+                "use style='postact' for 6n+2 depths such as 26"
+            )
         return WideResNet(depth, widen_factor, num_classes, in_channels, dropout)
     if style == "postact":
         if depth < 8 or (depth - 2) % 6:
-            raise ValueError(f"{name}: post-activation WRN depth must be 6n+2 (8, 14, 20, 26, 32...)")
+            raise ValueError(
+                f"{name}: post-activation WRN depth must be 6n+2 (8, 14, 20, 26, 32...)"
+            )
         if dropout:
             raise ValueError(f"{name}: dropout is only implemented for style='preact'")
         n = (depth - 2) // 6

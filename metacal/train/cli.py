@@ -25,7 +25,8 @@ USER_ERRORS = (ConfigError, UnknownNameError, FileNotFoundError, FileExistsError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="train.py", description="Train a calibrated classifier from a YAML config.",
+                                epilog="examples: configs/README.md")
     p.add_argument("--config", help="YAML config (may name a 'base:' file); optional with --resume")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="dotted override, repeatable: --set optim.lr=0.05 --set meta.objective=dece")
@@ -69,6 +70,20 @@ def _prepare_paths(args: argparse.Namespace, accelerator) -> RunPaths:
     return RunPaths(Path(payload[0]))
 
 
+def _remove_if_empty(path: Path) -> None:
+    try:
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    except OSError:
+        pass
+
+
+def _report(accelerator, message: str) -> None:
+    """One line on stderr (once, from the main process, when several processes run)."""
+    if accelerator is None or accelerator.is_main_process:
+        print(message, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     paths = None
@@ -82,11 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         accelerator.print(f"run directory: {paths.root}")
         train(cfg, paths, resume=args.resume, accelerator=accelerator)
     except USER_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
+        if paths is not None and not args.resume and accelerator.is_main_process:
+            _remove_if_empty(paths.root)  # created by this call and still empty: leave no trace
+        _report(accelerator, f"error: {err}")
         return 2
     except TrainingDivergedError as err:
         where = f"; last good checkpoint: {paths.latest}" if paths is not None and paths.latest.exists() else ""
-        print(f"error: {err}{where}", file=sys.stderr)
+        _report(accelerator, f"error: {err}{where}")
         return 1
     finally:
         if accelerator is not None:

@@ -11,8 +11,10 @@ logits, the best epoch by validation ``eval.select_by`` keeps its predictions, a
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from tqdm.auto import tqdm
 
 from . import components
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
-from .config import Config, flatten, to_dict, to_yaml
+from .config import Config, ConfigError, flatten, to_dict, to_yaml
 from .evaluation import Predictions, after_temperature_scaling, predict, selection_score, summarize
 from .run_dir import RunPaths
 from .tb_logging import TBLogger
@@ -45,9 +47,14 @@ class RunResult:
 
 
 def make_accelerator(cfg: Config) -> Accelerator:
-    """Batches are GLOBAL and split across processes; the train sampler is re-seeded per epoch."""
+    """Batches are GLOBAL and split across processes; the train sampler is re-seeded per epoch.
+
+    Launched by torchrun on a machine without CUDA, accelerate (1.15) picks gloo/MULTI_CPU only when
+    told ``cpu=True`` (otherwise every process silently trains alone), so that case forces it.
+    """
+    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
     return Accelerator(
-        cpu=cfg.run.cpu,
+        cpu=cfg.run.cpu or (launched and not torch.cuda.is_available()),
         mixed_precision=cfg.run.mixed_precision,
         dataloader_config=DataLoaderConfiguration(split_batches=True, use_seedable_sampler=True,
                                                   data_seed=cfg.run.seed),
@@ -78,9 +85,12 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         torch.set_num_threads(cfg.run.torch_threads)
     if cfg.run.deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
-    if main:
-        paths.config.write_text(to_yaml(cfg))
 
+    n = accelerator.num_processes
+    if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.meta.enabled and cfg.meta.batch_size % n):
+        raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
+                          f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
+                          f"batches and must be divisible by the number of processes ({n})")
     bundle = components.build_data(cfg)
     model = components.build_model(cfg, bundle)
     loss_fn = components.build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
@@ -96,6 +106,9 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
 
         meta = MetaSetup(cfg, accelerator, model, loss_fn, optimizer, bundle)
     gamma_net = meta.gamma_net if meta is not None else None
+
+    if main:  # after every component was built: a config error leaves the run directory empty
+        paths.config.write_text(to_yaml(cfg))
 
     state = TrainState()
     accelerator.register_for_checkpointing(scheduler, state)
@@ -123,8 +136,9 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         lr = optimizer.param_groups[0]["lr"]
         loss_sum, meta_sum, count, meta_count = 0.0, 0.0, 0, 0
         gammas: list[torch.Tensor] = []
-        bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.schedule.epochs}",
-                   disable=not (main and cfg.logging.progress_bar and sys.stderr.isatty()), leave=False, dynamic_ncols=True)
+        show_bar = main and cfg.logging.progress_bar and sys.stderr.isatty()
+        bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.schedule.epochs}", disable=not show_bar,
+                   leave=False, dynamic_ncols=True)
         for step, (inputs, targets) in enumerate(train_loader):
             if step >= steps_per_epoch:
                 break
@@ -153,7 +167,9 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
             bar.update(1)
             bar.set_postfix(loss=f"{loss_sum / count:.4f}")
         bar.close()
-        scheduler.step()
+        with warnings.catch_warnings():  # the higher backend updates θ without calling optimizer.step()
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+            scheduler.step()
 
         # ---- evaluate, select, log, checkpoint ---------------------------------------------------
         val = predict(model, val_loader, accelerator, gamma_net)
@@ -165,12 +181,12 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         if cfg.eval.test_every_epoch or improved:
             test = predict(model, test_loader, accelerator, gamma_net)
             test_m = summarize(test, cfg.eval.num_bins)
-        train_m = {"loss": loss_sum / max(count, 1), "lr": lr}
+        train_m = {"loss": _mean_over_processes(accelerator, loss_sum / max(count, 1)), "lr": lr}
         if meta is not None:
-            train_m["meta_objective"] = meta_sum / max(meta_count, 1)
-        if gammas:
-            g = torch.cat(gammas)
-            train_m.update(gamma_mean=float(g.mean()), gamma_std=float(g.std(unbiased=False)))
+            train_m["meta_objective"] = _mean_over_processes(accelerator, meta_sum / max(meta_count, 1))
+        epoch_gamma = _gather_gamma(accelerator, gammas)  # γ of every training sample of the epoch
+        if epoch_gamma is not None:
+            train_m.update(gamma_mean=float(epoch_gamma.mean()), gamma_std=float(epoch_gamma.std(unbiased=False)))
         if improved:
             state.best_score, state.best_epoch = score, epoch + 1
             state.best_metrics = {"val": val_m, "test": test_m}
@@ -181,8 +197,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         state.epoch = epoch + 1
 
         tb.scalars("train", train_m, epoch + 1)
-        if gammas:
-            tb.histogram("train/gamma_hist", torch.cat(gammas), epoch + 1)
+        if epoch_gamma is not None:
+            tb.histogram("train/gamma_hist", epoch_gamma, epoch + 1)
         tb.scalars("val", val_m, epoch + 1)
         if test_m is not None:
             tb.scalars("test", test_m, epoch + 1)
@@ -202,6 +218,22 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     tb.close()
     accelerator.wait_for_everyone()
     return RunResult(metrics_json, accelerator.unwrap_model(model), gamma_net, state)
+
+
+def _mean_over_processes(accelerator: Accelerator, value: float) -> float:
+    if accelerator.num_processes == 1:
+        return value
+    return float(accelerator.reduce(torch.tensor([value], device=accelerator.device), reduction="mean"))
+
+
+def _gather_gamma(accelerator: Accelerator, gammas: list[torch.Tensor]) -> torch.Tensor | None:
+    """The epoch's per-sample γ from every process (equal counts per rank: split, even batches)."""
+    if not gammas:
+        return None
+    local = torch.cat(gammas)
+    if accelerator.num_processes == 1:
+        return local
+    return accelerator.gather(local.to(accelerator.device)).cpu()
 
 
 def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger) -> dict[str, Any]:

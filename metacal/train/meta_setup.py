@@ -37,10 +37,10 @@ class MetaSetup:
         if cfg.run.mixed_precision == "fp16":
             raise ConfigError("meta.enabled with run.mixed_precision=fp16 is not supported (the meta step's "
                               "SGD update bypasses the fp16 grad scaler); use bf16 or no")
-        n = accelerator.num_processes
-        if m.batch_size % n or cfg.data.batch_size % n:
-            raise ConfigError(f"data.batch_size ({cfg.data.batch_size}) and meta.batch_size ({m.batch_size}) "
-                              f"must be divisible by the number of processes ({n})")
+        n = accelerator.num_processes  # batch sizes were checked to be divisible by n in train()
+        if m.backend == "higher" and n > 1:
+            raise ConfigError("meta.backend=higher runs in a single process only (it updates the weights itself, "
+                              "bypassing DDP's gradient averaging); use jvp or head with several processes")
         self.accelerator = accelerator
         raw = accelerator.unwrap_model(model)
         objective = components.build_objective(cfg)

@@ -22,12 +22,14 @@ class Contract(nn.Module):
 
 
 class TinyMLP(Contract):
-    def __init__(self, in_features=6, hidden=5, num_classes=3, batchnorm=False):
+    def __init__(self, in_features=6, hidden=5, num_classes=3, batchnorm=False, dropout=0.0):
         super().__init__()
         layers = [nn.Linear(in_features, hidden)]
         if batchnorm:
             layers.append(nn.BatchNorm1d(hidden))
         layers.append(nn.Tanh())
+        if dropout:
+            layers.append(nn.Dropout(dropout))
         self.body = nn.Sequential(*layers)
         self.feature_dim = hidden
         self.classifier = nn.Linear(hidden, num_classes)
@@ -79,11 +81,32 @@ class TinyResNet(Contract):
         self.classifier = nn.Linear(width, num_classes)
 
 
+class InplaceSharedCNN(Contract):
+    """conv → ReLU(inplace) (the recorded conv output is overwritten: the JVP must recompute it) and one
+    conv applied twice (two recorded outputs for one module, replayed in call order)."""
+
+    def __init__(self, in_channels=1, width=4, num_classes=3):
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, width, 3, padding=1)
+        self.shared = nn.Conv2d(width, width, 3, padding=1)
+        self.bn = nn.BatchNorm2d(width)
+        self.feature_dim = width
+        self.classifier = nn.Linear(width, num_classes)
+
+    def body(self, x):
+        h = torch.relu_(self.stem(x))
+        h = torch.tanh(self.bn(self.shared(h)))
+        h = torch.tanh(self.shared(h)) + h
+        return h.mean(dim=(2, 3))
+
+
 NETS = {
     "mlp": TinyMLP,
     "mlp_bn": lambda: TinyMLP(batchnorm=True),
+    "mlp_dropout": lambda: TinyMLP(hidden=16, batchnorm=True, dropout=0.5),
     "cnn_bn": TinyBNCNN,
     "resnet": TinyResNet,
+    "inplace_shared": InplaceSharedCNN,
 }
 
 
@@ -136,6 +159,7 @@ def run_backend(backend, model, opt, meta_kwargs, data, objective, **options):
     m, o = clone_state(model, opt)
     kw = {k: copy.deepcopy(v) for k, v in meta_kwargs.items()}
     step = MetaStep(m, o, objective, backend=backend, **kw, **options)
+    torch.manual_seed(123)  # same random stream (dropout masks) for every backend
     out = step(*data)
     grads = torch.cat([p.grad.reshape(-1) for p in step.meta_parameters])
     return grads, m, o, out, kw

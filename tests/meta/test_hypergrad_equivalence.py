@@ -83,3 +83,28 @@ def test_jvp_equals_higher_other_gamma_maps(output):
 def test_jvp_equals_higher_with_gradient_clipping():
     """Clipping active (max norm far below ‖g‖): both treat the clip factor as a constant."""
     assert compare("resnet", SGD_CONFIGS["momentum_wd"], True, "focal", ce, max_grad_norm=1e-3) < 1e-8
+
+
+def test_jvp_equals_higher_with_dropout():
+    """The JVP replays the real forward's RNG state, so it differentiates through the same dropout masks."""
+    assert compare("mlp_dropout", SGD_CONFIGS["momentum_wd"], True, "focal", ce) < 1e-8
+
+
+def test_jvp_replay_of_primal_outputs_is_safe():
+    """In-place-modified conv outputs fall back to recomputation; a module called twice replays in order."""
+    import metacal.meta.replay as replay
+
+    calls = []
+    original = replay._ReplayLinearOp.apply
+
+    def counting(*args):
+        calls.append(args[3][0].shape)
+        return original(*args)
+
+    replay._ReplayLinearOp.apply = counting
+    try:
+        assert compare("inplace_shared", SGD_CONFIGS["momentum_wd"], True, "focal", ce) < 1e-8
+    finally:
+        replay._ReplayLinearOp.apply = original
+    # replayed: shared conv ×2 and the classifier; the stem's output was modified in place by relu_
+    assert len(calls) == 3

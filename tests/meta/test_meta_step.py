@@ -172,3 +172,69 @@ def test_errors():
     with pytest.raises(ValueError, match="meta-validation batch"):
         step(x, y)
     assert available_backends() == BACKENDS.available() == ["head", "higher", "jvp"]
+
+
+class WrappedSGD:
+    """Stands in for accelerate's AcceleratedOptimizer: the torch SGD lives in ``.optimizer``."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.steps = 0
+
+    def zero_grad(self, set_to_none=True):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        self.steps += 1
+        self.optimizer.step()
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_wrapped_optimizer(backend):
+    model, opt = sgd_state("cnn_bn", warm=True, lr=0.1, momentum=0.9, weight_decay=5e-4)
+    meta = make_meta(model, torch.float64, "focal")
+    data = batches("cnn_bn")
+    m1, o1 = clone_state(model, opt)
+    m2, o2 = clone_state(model, opt)
+    s1 = MetaStep(m1, o1, ce, backend=backend, **copy.deepcopy(meta))
+    wrapper = WrappedSGD(o2)
+    s2 = MetaStep(m2, wrapper, ce, backend=backend, **copy.deepcopy(meta))
+    s1(*data)
+    s2(*data)
+    assert wrapper.steps == (0 if backend == "higher" else 1)
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        assert torch.equal(p, q)
+    for p, q in zip(s1.meta_parameters, s2.meta_parameters):
+        assert torch.equal(p.grad, q.grad)
+
+
+def test_ddp_forward_model(tmp_path):
+    """A DDP-wrapped forward_model (world size 1, gloo): jvp/head use it for the real forward and give the
+    same result as without it; higher refuses with a clear message."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for backend in ("jvp", "head"):
+            model, opt = sgd_state("cnn_bn", warm=True, lr=0.1, momentum=0.9)
+            meta = make_meta(model, torch.float64, "focal")
+            data = batches("cnn_bn")
+            m1, o1 = clone_state(model, opt)
+            m2, o2 = clone_state(model, opt)
+            s1 = MetaStep(m1, o1, ce, backend=backend, **copy.deepcopy(meta))
+            s2 = MetaStep(m2, o2, ce, backend=backend, forward_model=DistributedDataParallel(m2),
+                          **copy.deepcopy(meta))
+            s1(*data)
+            s2(*data)
+            for p, q in zip(m1.parameters(), m2.parameters()):
+                torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
+            for p, q in zip(s1.meta_parameters, s2.meta_parameters):
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-10, atol=1e-12)
+        model, opt = sgd_state("mlp", lr=0.1)
+        step = MetaStep(model, opt, ce, backend="higher", forward_model=DistributedDataParallel(model),
+                        **make_meta(model, torch.float64, "focal"))
+        with pytest.raises(ValueError, match="DistributedDataParallel"):
+            step(*batches("mlp"))
+    finally:
+        dist.destroy_process_group()

@@ -68,10 +68,14 @@ def _cifar_resnet_count(stem: int, widths, blocks, k: int, projection: str) -> i
 def test_exact_counts_from_hand_formulas(get_model):
     """Closed-form counts written from the papers' layer descriptions."""
     # ResNet-110 (n=18, option A): 1,727,962; ResNet-20: 269,722.
-    assert n_params(get_model("resnet110")) == _cifar_resnet_count(16, (16, 32, 64), (18,) * 3, 10, "A") == 1_727_962
-    assert n_params(get_model("resnet20")) == _cifar_resnet_count(16, (16, 32, 64), (3,) * 3, 10, "A") == 269_722
+    he = (16, 32, 64)
+    assert n_params(get_model("resnet110")) == _cifar_resnet_count(16, he, (18,) * 3, 10, "A")
+    assert _cifar_resnet_count(16, he, (18,) * 3, 10, "A") == 1_727_962
+    assert n_params(get_model("resnet20")) == _cifar_resnet_count(16, he, (3,) * 3, 10, "A")
+    assert _cifar_resnet_count(16, he, (3,) * 3, 10, "A") == 269_722
     # WRN-26-10 as in focal_calibration: 4 post-activation blocks/stage at 160/320/640.
-    assert n_params(get_model("wrn26_10")) == _cifar_resnet_count(16, (160, 320, 640), (4,) * 3, 10, "B") == 36_481_434
+    wide = _cifar_resnet_count(16, (160, 320, 640), (4,) * 3, 10, "B")
+    assert n_params(get_model("wrn26_10")) == wide == 36_481_434
     # WRN-28-10, pre-activation: BN(c_in) conv3×3 BN(w) conv3×3 [+ 1×1 conv], final BN.
     n, c = 3 * 16 * 9, 16
     for i, w in enumerate((160, 320, 640)):
@@ -90,7 +94,8 @@ def test_exact_counts_from_hand_formulas(get_model):
             c //= 2
     assert n_params(get_model("densenet100")) == n + 2 * c + c * 10 + 10 == 769_162
     # MNIST-1D CNN (Greydanus 2020): convs 1→25 (k5), 25→25 (k3) ×2, head 25·5 → 10.
-    assert n_params(get_model("cnn1d", 10, 1)) == (25 * 5 + 25) + 2 * (25 * 25 * 3 + 25) + 125 * 10 + 10 == 5210
+    cnn = (25 * 5 + 25) + 2 * (25 * 25 * 3 + 25) + 125 * 10 + 10
+    assert n_params(get_model("cnn1d", 10, 1)) == cnn == 5210
     # MLP 784-256-256-10.
     assert n_params(get_model("mlp", 10, 1, input_shape=(1, 28, 28))) == (
         784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10) == 269_322
@@ -160,19 +165,22 @@ def _cifar_stem_torchvision(tv: nn.Module, conv_attr: str, width: int, drop: lis
         setattr(parent, attr, nn.Identity())
 
 
+TV = torchvision.models
 ORACLES = [
-    ("resnet18", {}, lambda: torchvision.models.resnet18(num_classes=10), ("conv1", 64, ["maxpool"]), 16),
-    ("resnet50", {}, lambda: torchvision.models.resnet50(num_classes=10), ("conv1", 64, ["maxpool"]), 16),
-    ("densenet121", {}, lambda: torchvision.models.densenet121(num_classes=10), None, 32),
-    ("densenet121", {"stem": "cifar"}, lambda: torchvision.models.densenet121(num_classes=10),
+    ("resnet18", {}, lambda: TV.resnet18(num_classes=10), ("conv1", 64, ["maxpool"]), 16),
+    ("resnet50", {}, lambda: TV.resnet50(num_classes=10), ("conv1", 64, ["maxpool"]), 16),
+    ("densenet121", {}, lambda: TV.densenet121(num_classes=10), None, 32),
+    ("densenet121", {"stem": "cifar"}, lambda: TV.densenet121(num_classes=10),
      ("conv0", 64, ["norm0", "relu0", "pool0"]), 8),
-    ("densenet100", {}, lambda: torchvision.models.DenseNet(12, (16, 16, 16), 24, 4, 0.0, 10),
+    ("densenet100", {}, lambda: TV.DenseNet(12, (16, 16, 16), 24, 4, 0.0, 10),
      ("conv0", 24, ["norm0", "relu0", "pool0"]), 8),
 ]
 
 
-@pytest.mark.parametrize("name,options,make_tv,stem,size", ORACLES,
-                         ids=["resnet18", "resnet50", "densenet121", "densenet121-cifar", "densenet100"])
+ORACLE_IDS = ["resnet18", "resnet50", "densenet121", "densenet121-cifar", "densenet100"]
+
+
+@pytest.mark.parametrize("name,options,make_tv,stem,size", ORACLES, ids=ORACLE_IDS)
 def test_same_function_as_torchvision(get_model, name, options, make_tv, stem, size):
     """Our CIFAR ResNets are torchvision's with a 3×3 stride-1 stem and no max-pool; our
     DenseNets are torchvision's DenseNet (with the CIFAR stem where stated). Same weights in,

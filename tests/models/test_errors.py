@@ -19,6 +19,12 @@ def test_unknown_name_lists_the_valid_ones():
     assert isinstance(info.value, KeyError)
 
 
+def test_unknown_option_lists_the_accepted_ones():
+    with pytest.raises(ValueError, match=r"model 'resnet18' does not take option\(s\) widen; "
+                                         r"its options are: shortcut, input_shape"):
+        models.build("resnet18", 10, 3, widen=2)
+
+
 @pytest.mark.parametrize(
     "name,num_classes,in_channels,options,match",
     [

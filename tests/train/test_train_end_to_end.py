@@ -92,9 +92,12 @@ def test_existing_run_dir_needs_overwrite_and_nan_stops_with_step(write_config, 
     assert run_cli(["--config", config, "--run-dir", run_dir])[0] == 0
     code, _, err = run_cli(["--config", config, "--run-dir", run_dir])
     assert code == 2 and "already exists" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
-    # lr = inf makes the loss non-finite at the second step; the run stops naming the step
-    code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--overwrite", "--set", "optim.lr=1e30",
-                            "--set", "optim.momentum=0.0"])
+    # epoch 1 is fine; the lr milestone multiplies lr by 1e30 for epoch 2, the loss overflows and the run
+    # stops naming the step, with epoch 1's checkpoint left in place
+    code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--overwrite", "--set", "schedule.epochs=2",
+                            "--set", "schedule.gamma=1e30"])
     assert code == 1, err
-    assert "non-finite loss at epoch 1, step" in err and "Traceback" not in err
+    assert "non-finite loss at epoch 2, step" in err and "last good checkpoint" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert json.loads((run_dir / "checkpoints/latest/train_state.json").read_text())["epoch"] == 1
     assert not (run_dir / "metrics.json").exists()
