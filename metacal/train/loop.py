@@ -193,7 +193,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
             if main:
                 val.save_npz(paths.predictions / "val.npz")
                 test.save_npz(paths.predictions / "test.npz")
-        state.history.append({"epoch": epoch + 1, "train": train_m, "val": val_m, "test": test_m})
+        state.history.append({"epoch": epoch + 1, "time_s": time.time() - t0, "lr": lr,
+                              "train": train_m, "val": val_m, "test": test_m})
         state.epoch = epoch + 1
 
         tb.scalars("train", train_m, epoch + 1)
@@ -245,7 +246,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
         return result
     val, test = load_predictions(paths.predictions / "val.npz"), load_predictions(paths.predictions / "test.npz")
     result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
-    paths.metrics.write_text(json.dumps(result, indent=2))
+    result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     paths.history.write_text(json.dumps(state.history, indent=2))
     import matplotlib.pyplot as plt
 
@@ -256,6 +257,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
              if k in ("error", "nll", "ece", "mce", "ace")}
     final.update({f"final/test_ts_{k}": float(result["test_after_ts"][k]) for k in ("error", "nll", "ece")})
     tb.hparams({k: v for k, v in flatten(to_dict(cfg)).items() if not isinstance(v, (list, dict))}, final)
+    paths.metrics.write_text(json.dumps(result, indent=2))  # last: its presence marks a finished run
     return result
 
 
