@@ -1,7 +1,11 @@
 #!/usr/bin/env python
-"""Train a calibrated classifier from a YAML config (see metacal/train/cli.py for the options).
+"""Train a calibrated classifier from a YAML config (options: ``--help``; details: metacal/train/cli.py).
 
     python scripts/train.py --config configs/quickstart.yaml
+    python scripts/train.py --run-dir runs/x --resume        # after a crash, kill or preemption
+
+Exit codes: 0 finished, 1 diverged (NaN/inf; last good checkpoint kept), 2 bad input (one line on stderr),
+75 preempted by SIGTERM (checkpoint saved at the current step; rerun with --resume).
 """
 
 import sys

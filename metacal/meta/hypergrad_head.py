@@ -26,7 +26,6 @@ from .backend import (
     StepContext,
     StepOutput,
     contract_hypergradient,
-    head_params,
     meta_val_forward,
     real_step,
 )

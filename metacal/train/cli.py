@@ -4,8 +4,12 @@
                             [--run-dir DIR] [--resume] [--overwrite]
 
 Multi-process: ``torchrun --nproc_per_node 2 scripts/train.py ...`` (CPU: gloo) or ``accelerate launch``.
-Bad input (unknown key, wrong type, unknown loss/model/dataset, missing data, existing run dir) → one
-line on stderr and exit code 2; a diverging run (NaN/inf) → one line and exit code 1.
+
+Exit codes (also in ``--help``): 0 finished; 1 diverged (NaN/inf loss, meta objective, γ or weights —
+the message names the step; the last good checkpoint stays); 2 bad input (config typo or wrong type,
+unknown name, missing data, unusable run directory, missing/corrupt/incompatible checkpoint) — one
+line on stderr, nothing deleted; 75 preempted (SIGTERM: a checkpoint of the current step was saved;
+rerun with ``--resume``). Bad input never prints a traceback.
 """
 
 from __future__ import annotations
@@ -14,25 +18,40 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 from metacal.registry import UnknownNameError
 
+from .checkpoint import CONFIG, CheckpointError, find_latest
 from .config import ConfigError, load_config
-from .run_dir import RunPaths, default_run_dir, has_checkpoint, prepare_run_dir
+from .preemption import EXIT_PREEMPTED, Preempted, handle_sigterm
+from .run_dir import RunPaths, clear_run_dir, default_run_dir, prepare_run_dir
 
-USER_ERRORS = (ConfigError, UnknownNameError, FileNotFoundError, FileExistsError)
+EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
+USER_ERRORS = (ConfigError, CheckpointError, UnknownNameError, OSError)  # OSError: FileNotFound, Permission…
+
+EPILOG = f"""\
+exit codes:
+  {EXIT_OK}   finished (metrics.json written)
+  {EXIT_DIVERGED}   diverged: non-finite loss/γ/weights; the message names the step, the last good checkpoint stays
+  {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted
+  {EXIT_PREEMPTED}  preempted by SIGTERM: a checkpoint of the current step was saved; rerun with --resume
+
+checkpoints: every epoch end, plus every run.checkpoint_every_steps global steps (0 = off). A run killed at
+any moment (even mid-epoch) continues with --run-dir DIR --resume and ends with the same metrics and weights.
+examples: configs/README.md"""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="train.py", description="Train a calibrated classifier from a YAML config.",
-                                epilog="examples: configs/README.md")
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="YAML config (may name a 'base:' file); optional with --resume")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="dotted override, repeatable: --set optim.lr=0.05 --set meta.objective=dece")
     p.add_argument("--run-dir", help="output directory (default: runs/<config-stem>-<timestamp>)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its latest checkpoint")
-    p.add_argument("--overwrite", action="store_true", help="delete an existing --run-dir first")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --run-dir from its newest complete checkpoint (keys that fix the "
+                        "architecture or saved state may not change)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --run-dir (its content is deleted only once the new run has started)")
     return p.parse_args(argv)
 
 
@@ -40,11 +59,21 @@ def resolve_config(args: argparse.Namespace):
     if args.resume:
         if not args.run_dir:
             raise ConfigError("--resume needs --run-dir (the run to continue)")
-        if not has_checkpoint(args.run_dir):
-            raise FileNotFoundError(f"cannot resume: {args.run_dir} holds no finished epoch (checkpoints/latest)")
-        if args.config is None:
-            saved = yaml.safe_load(RunPaths(Path(args.run_dir)).config.read_text())
-            return load_config(None, args.overrides, base=saved)
+        root = Path(args.run_dir)
+        if not root.is_dir():
+            raise FileNotFoundError(f"cannot resume: run directory {root} does not exist")
+        latest = find_latest(RunPaths(root).checkpoints)
+        if latest is None:
+            raise FileNotFoundError(f"cannot resume: {root} holds no complete checkpoint yet "
+                                    f"({RunPaths(root).checkpoints}/ckpt-*); start it again with --overwrite")
+        if args.config is None:  # the checkpoint's own resolved config, plus --set overrides
+            from .compat import parse_saved_config
+
+            saved_path = latest / CONFIG if (latest / CONFIG).is_file() else RunPaths(root).config
+            saved = parse_saved_config(saved_path.read_text(), str(saved_path))
+            from .config import to_dict
+
+            return load_config(None, args.overrides, base=to_dict(saved))
     if args.config is None:
         raise ConfigError("--config is required (e.g. --config configs/quickstart.yaml)")
     return load_config(args.config, args.overrides)
@@ -58,15 +87,16 @@ def _prepare_paths(args: argparse.Namespace, accelerator) -> RunPaths:
     if accelerator.is_main_process:
         try:
             root = Path(args.run_dir) if args.run_dir else default_run_dir(args.config)
-            payload = [str(prepare_run_dir(root, resume=args.resume, overwrite=args.overwrite).root), None]
+            paths = prepare_run_dir(root, resume=args.resume, overwrite=args.overwrite, defer_overwrite=True)
+            payload = [str(paths.root), None]
         except USER_ERRORS + (ValueError,) as err:
             payload = [None, f"{type(err).__name__}: {err}"]
     if accelerator.num_processes > 1:
         broadcast_object_list(payload)
     if payload[1] is not None:
         kind, _, message = payload[1].partition(": ")
-        raise (FileExistsError if kind == "FileExistsError" else FileNotFoundError
-               if kind == "FileNotFoundError" else ConfigError)(message)
+        raise {"FileExistsError": FileExistsError, "FileNotFoundError": FileNotFoundError,
+               "PermissionError": PermissionError}.get(kind, ConfigError)(message)
     return RunPaths(Path(payload[0]))
 
 
@@ -81,7 +111,15 @@ def _remove_if_empty(path: Path) -> None:
 def _report(accelerator, message: str) -> None:
     """One line on stderr (once, from the main process, when several processes run)."""
     if accelerator is None or accelerator.is_main_process:
-        print(message, file=sys.stderr)
+        print(" ".join(message.split()), file=sys.stderr)
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, OSError) and not isinstance(err, (FileNotFoundError, FileExistsError, PermissionError)):
+        return f"{err.strerror or type(err).__name__}: {err.filename or ''}".rstrip(": ")
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.strerror}: {err.filename}"
+    return str(err)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,22 +128,29 @@ def main(argv: list[str] | None = None) -> int:
     from .loop import TrainingDivergedError, make_accelerator, train
 
     accelerator = None
+    existed = bool(args.run_dir) and Path(args.run_dir).exists()
     try:
-        cfg = resolve_config(args)
-        accelerator = make_accelerator(cfg)
-        paths = _prepare_paths(args, accelerator)
-        accelerator.print(f"run directory: {paths.root}")
-        train(cfg, paths, resume=args.resume, accelerator=accelerator)
+        with handle_sigterm():
+            cfg = resolve_config(args)
+            accelerator = make_accelerator(cfg)
+            paths = _prepare_paths(args, accelerator)
+            accelerator.print(f"run directory: {paths.root}")
+            wipe = (lambda: clear_run_dir(paths.root)) if args.overwrite else None
+            train(cfg, paths, resume=args.resume, accelerator=accelerator, before_first_write=wipe)
     except USER_ERRORS as err:
-        if paths is not None and not args.resume and accelerator.is_main_process:
+        if paths is not None and not existed and (accelerator is None or accelerator.is_main_process):
             _remove_if_empty(paths.root)  # created by this call and still empty: leave no trace
-        _report(accelerator, f"error: {err}")
-        return 2
+        _report(accelerator, f"error: {_describe(err)}")
+        return EXIT_BAD_INPUT
     except TrainingDivergedError as err:
-        where = f"; last good checkpoint: {paths.latest}" if paths is not None and paths.latest.exists() else ""
+        latest = find_latest(paths.checkpoints) if paths is not None else None
+        where = f"; last good checkpoint: {latest}" if latest is not None else "; no checkpoint was saved"
         _report(accelerator, f"error: {err}{where}")
-        return 1
+        return EXIT_DIVERGED
+    except Preempted as err:
+        _report(accelerator, f"preempted: {err}")
+        return EXIT_PREEMPTED
     finally:
         if accelerator is not None:
             accelerator.end_training()
-    return 0
+    return EXIT_OK

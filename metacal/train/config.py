@@ -108,7 +108,8 @@ class RunConfig:
     torch_threads: Optional[int] = None  # torch.set_num_threads per process (None: torch's default);
     # 1 is much faster for tiny CPU models on a busy machine (no OpenMP spin-waiting)
     max_steps_per_epoch: Optional[int] = None  # cap on iterations per epoch (smoke tests)
-    save_checkpoints: bool = True
+    save_checkpoints: bool = True  # a checkpoint at every epoch end (needed for --resume and preemption)
+    checkpoint_every_steps: int = 0  # also one every N global steps mid-epoch (0: only at epoch ends)
 
 
 @dataclass
@@ -251,6 +252,9 @@ def build_config(data: dict[str, Any]) -> Config:
             raise ConfigError(f"config key '{key}' must be one of {', '.join(valid)}; got {value!r}")
     if cfg.data.batch_size <= 0 or cfg.meta.batch_size <= 0 or cfg.data.eval_batch_size <= 0:
         raise ConfigError("batch sizes (data.batch_size, data.eval_batch_size, meta.batch_size) must be > 0")
+    if cfg.run.checkpoint_every_steps < 0:
+        raise ConfigError(f"run.checkpoint_every_steps must be >= 0 (0: only at epoch ends); "
+                          f"got {cfg.run.checkpoint_every_steps}")
     if cfg.schedule.epochs <= 0:
         raise ConfigError(f"schedule.epochs must be > 0; got {cfg.schedule.epochs}")
     return cfg

@@ -29,9 +29,12 @@ class Predictions:
         return torch.softmax(self.logits.double(), dim=-1)
 
     def save_npz(self, path: Path) -> None:
-        """The evaluate-CLI format: ``logits`` (N×K float32) and ``labels`` (N int64)."""
+        """The evaluate-CLI format: ``logits`` (N×K float32) and ``labels`` (N int64); written atomically."""
+        from .atomic_io import write_with_atomic
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, logits=self.logits.numpy().astype(np.float32), labels=self.labels.numpy().astype(np.int64))
+        write_with_atomic(path, lambda buf: np.savez(buf, logits=self.logits.numpy().astype(np.float32),
+                                                     labels=self.labels.numpy().astype(np.int64)))
 
 
 @torch.no_grad()

@@ -6,28 +6,40 @@ the γ-Net — or with learnable-L2 CE —, then the hypergradient update of the
 meta-validation batch; see :mod:`metacal.train.meta_setup`). The lr follows MultiStepLR per epoch.
 After each epoch: val and test predictions are gathered, ``loss.update_from_validation`` sees the val
 logits, the best epoch by validation ``eval.select_by`` keeps its predictions, and the state is saved.
+
+Robustness (see :mod:`metacal.train.checkpoint` for the on-disk scheme):
+
+* checkpoints at every epoch end and, with ``run.checkpoint_every_steps: N``, every N global steps;
+  a resume mid-epoch skips the batches already done (``accelerator.skip_first_batches``) and restores
+  the epoch's accumulators (loss sums, γ of every sample so far), so the epoch's numbers, the final
+  metrics and the weights equal those of an uninterrupted run;
+* SIGTERM (with :func:`metacal.train.preemption.handle_sigterm` installed) → a checkpoint at the next
+  step boundary, then :class:`~metacal.train.preemption.Preempted`;
+* a non-finite loss / meta objective / γ, or non-finite weights at a checkpoint, raises
+  :class:`TrainingDivergedError` naming the step; nothing is saved after a non-finite value.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 import warnings
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration, set_seed
 from tqdm.auto import tqdm
 
-from . import components
-from .checkpoint import TrainState, load_checkpoint, save_checkpoint
-from .config import Config, ConfigError, flatten, to_dict, to_yaml
-from .evaluation import Predictions, after_temperature_scaling, predict, selection_score, summarize
+from . import components, preemption
+from .atomic_io import write_text_atomic
+from .checkpoint import CONFIG, CheckpointError, TrainState, find_latest, load_checkpoint, save_checkpoint
+from .compat import check_compatible, parse_saved_config
+from .config import Config, ConfigError, to_yaml
+from .evaluation import predict, selection_score, summarize
+from .outputs import epoch_line, finalize, load_predictions, reliability_figure  # noqa: F401 (re-exported)
 from .run_dir import RunPaths
 from .tb_logging import TBLogger
 
@@ -44,6 +56,29 @@ class RunResult:
     model: torch.nn.Module  # unwrapped backbone
     gamma_net: torch.nn.Module | None
     state: TrainState
+
+
+@dataclass
+class EpochProgress:
+    """This process's running sums of the current epoch (checkpointed mid-epoch as progress_rank<r>.pt)."""
+
+    loss_sum: float = 0.0
+    meta_sum: float = 0.0
+    count: int = 0
+    meta_count: int = 0
+    gammas: list[torch.Tensor] = field(default_factory=list)
+    elapsed: float = 0.0  # seconds spent in this epoch before a resume
+
+    def to_dict(self, elapsed: float) -> dict[str, Any]:
+        gammas = torch.cat(self.gammas) if self.gammas else torch.empty(0)
+        return {"loss_sum": self.loss_sum, "meta_sum": self.meta_sum, "count": self.count,
+                "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
+        gammas = [d["gammas"]] if d["gammas"].numel() else []
+        return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
+                   float(d["elapsed"]))
 
 
 def make_accelerator(cfg: Config) -> Accelerator:
@@ -73,10 +108,32 @@ def check_finite(accelerator: Accelerator, values: dict[str, torch.Tensor], wher
         raise TrainingDivergedError(f"non-finite {', '.join(bad)} at {where}; training stopped")
 
 
-def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accelerator | None = None) -> RunResult:
+def _all_finite(modules: list[torch.nn.Module | None]) -> torch.Tensor:
+    ok = all(bool(torch.isfinite(p).all()) for m in modules if m is not None for p in m.parameters())
+    return torch.tensor(0.0 if ok else float("nan"))
+
+
+def resume_point(paths: RunPaths, cfg: Config):
+    """The checkpoint to continue from, after checking ``cfg`` may continue it (before anything is built)."""
+    latest = find_latest(paths.checkpoints)
+    if latest is None:
+        raise CheckpointError(f"cannot resume: {paths.root} holds no complete checkpoint ({paths.checkpoints}/ckpt-*)")
+    saved_text = (latest / CONFIG).read_text() if (latest / CONFIG).is_file() else None
+    if saved_text is not None:
+        import json
+
+        mid_epoch = json.loads((latest / "MANIFEST.json").read_text()).get("step_in_epoch", 0) > 0
+        check_compatible(parse_saved_config(saved_text, str(latest)), cfg, mid_epoch, str(latest))
+    return latest
+
+
+def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accelerator | None = None,
+          before_first_write: Callable[[], None] | None = None) -> RunResult:
     """Train per ``cfg`` into ``paths`` (resuming from its latest checkpoint if ``resume``).
 
-    The caller ends the Accelerator (``end_training`` destroys the process group)."""
+    ``before_first_write`` runs on the main process after every component was built and the checkpoint
+    (if any) loaded, before anything is written (the CLI clears an ``--overwrite`` directory there, so a
+    bad config never costs earlier results). The caller ends the Accelerator."""
     # ---- setup -----------------------------------------------------------------------------------
     accelerator = accelerator or make_accelerator(cfg)
     main = accelerator.is_main_process
@@ -91,6 +148,7 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
                           f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
                           f"batches and must be divisible by the number of processes ({n})")
+    resume_from = resume_point(paths, cfg) if resume else None
     bundle = components.build_data(cfg)
     model = components.build_model(cfg, bundle)
     loss_fn = components.build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
@@ -107,9 +165,6 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         meta = MetaSetup(cfg, accelerator, model, loss_fn, optimizer, bundle)
     gamma_net = meta.gamma_net if meta is not None else None
 
-    if main:  # after every component was built: a config error leaves the run directory empty
-        paths.config.write_text(to_yaml(cfg))
-
     state = TrainState()
     accelerator.register_for_checkpointing(scheduler, state)
     if len(loss_fn.state_dict()) > 0:
@@ -117,55 +172,77 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     if meta is not None:
         for obj in meta.checkpointables():
             accelerator.register_for_checkpointing(obj)
-    if resume:
-        load_checkpoint(accelerator, paths.latest)
-        accelerator.print(f"resumed from {paths.latest} after epoch {state.epoch}")
+    progress: dict[str, Any] = {}
+    if resume_from is not None:
+        progress = load_checkpoint(accelerator, resume_from, accelerator.unwrap_model(model))
+        where = f"epoch {state.epoch + 1}, step {state.step_in_epoch}" if state.step_in_epoch else f"epoch {state.epoch}"
+        accelerator.print(f"resumed from {resume_from} after {where} (global step {state.global_step})")
+
+    config_yaml = to_yaml(cfg)
+    if main:  # after every component was built: a config error leaves the run directory as it was
+        if before_first_write is not None:
+            before_first_write()
+        write_text_atomic(paths.config, config_yaml)
 
     tb = TBLogger(paths.tensorboard if (main and cfg.logging.tensorboard) else None)
     steps_per_epoch = len(train_loader)
     if cfg.run.max_steps_per_epoch is not None:
         steps_per_epoch = min(steps_per_epoch, cfg.run.max_steps_per_epoch)
+    every = cfg.run.checkpoint_every_steps
+
+    def save(where: str, epoch_progress: dict[str, Any], best: bool = False):
+        """A checkpoint of the current state, never of non-finite weights."""
+        check_finite(accelerator, {"weights": _all_finite([model, gamma_net, loss_fn])}, where)
+        return save_checkpoint(accelerator, paths.checkpoints, state, epoch_progress, config_yaml, best)
+
+    def preempted(where: str, saved) -> preemption.Preempted:
+        what = f"checkpoint saved: {saved}" if saved is not None else "no checkpoint (run.save_checkpoints=false)"
+        return preemption.Preempted(f"stopped by SIGTERM after {where}; {what}; continue with --resume")
 
     # ---- epochs ----------------------------------------------------------------------------------
     for epoch in range(state.epoch, cfg.schedule.epochs):
-        t0 = time.time()
+        skip = state.step_in_epoch if epoch == state.epoch else 0
+        acc = EpochProgress.from_dict(progress) if skip and progress else EpochProgress()
+        t0 = time.time() - acc.elapsed
         model.train()
         loss_fn.train()
         loss_fn.set_epoch(epoch)
         train_loader.set_epoch(epoch)
+        batches = train_loader
+        if skip >= steps_per_epoch:
+            batches = []
+        elif skip > 0:  # resumed mid-epoch: the same epoch permutation, without the batches already done
+            batches = accelerator.skip_first_batches(train_loader, skip)
+            batches.set_epoch(epoch)
         lr = optimizer.param_groups[0]["lr"]
-        loss_sum, meta_sum, count, meta_count = 0.0, 0.0, 0, 0
-        gammas: list[torch.Tensor] = []
         show_bar = main and cfg.logging.progress_bar and sys.stderr.isatty()
-        bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.schedule.epochs}", disable=not show_bar,
-                   leave=False, dynamic_ncols=True)
-        for step, (inputs, targets) in enumerate(train_loader):
+        bar = tqdm(total=steps_per_epoch, initial=skip, desc=f"epoch {epoch + 1}/{cfg.schedule.epochs}",
+                   disable=not show_bar, leave=False, dynamic_ncols=True)
+        for step, (inputs, targets) in enumerate(batches, start=skip):
             if step >= steps_per_epoch:
                 break
             where = f"epoch {epoch + 1}, step {step + 1} (global step {state.global_step + 1})"
-            if meta is None:
-                inputs, extra = loss_fn.prepare_batch(inputs, targets)
-                if hasattr(loss_fn, "penalty"):  # ce_learnable_l2 without meta-learning: fixed coefficients
-                    head = accelerator.unwrap_model(model).classifier
-                    extra.update(head_weight=head.weight, head_bias=head.bias)
-                loss = loss_fn(model(inputs), targets, **extra)
-                check_finite(accelerator, {"loss": loss.detach()}, where)
-                optimizer.zero_grad(set_to_none=True)
-                accelerator.backward(loss)
-                optimizer.step()
-                out = {"loss": loss.detach()}
-            else:
-                out = meta.step(inputs, targets)
-                check_finite(accelerator, {k: out.get(k) for k in ("loss", "meta_objective", "gamma")}, where)
+            out = _train_step(accelerator, model, loss_fn, optimizer, meta, inputs, targets, where)
+            if meta is not None:
                 if out["meta_objective"] is not None:
-                    meta_sum, meta_count = meta_sum + float(out["meta_objective"]), meta_count + 1
+                    acc.meta_sum, acc.meta_count = acc.meta_sum + float(out["meta_objective"]), acc.meta_count + 1
                 if out.get("gamma") is not None:
-                    gammas.append(out["gamma"].detach().float().cpu().reshape(-1))
-            loss_sum += float(out["loss"])
-            count += 1
+                    acc.gammas.append(out["gamma"].detach().float().cpu().reshape(-1))
+            acc.loss_sum += float(out["loss"])
+            acc.count += 1
             state.global_step += 1
+            state.step_in_epoch = step + 1
             bar.update(1)
-            bar.set_postfix(loss=f"{loss_sum / count:.4f}")
+            bar.set_postfix(loss=f"{acc.loss_sum / acc.count:.4f}")
+            preemption.after_step(state.global_step)
+            stop = preemption.stop_requested(accelerator)
+            periodic = every > 0 and state.global_step % every == 0 and step + 1 < steps_per_epoch
+            saved = None
+            if cfg.run.save_checkpoints and (stop or periodic):
+                saved = save(where, acc.to_dict(time.time() - t0))
+            if stop:
+                bar.close()
+                raise preempted(where, saved)
         bar.close()
         with warnings.catch_warnings():  # the higher backend updates θ without calling optimizer.step()
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
@@ -181,10 +258,10 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         if cfg.eval.test_every_epoch or improved:
             test = predict(model, test_loader, accelerator, gamma_net)
             test_m = summarize(test, cfg.eval.num_bins)
-        train_m = {"loss": _mean_over_processes(accelerator, loss_sum / max(count, 1)), "lr": lr}
+        train_m = {"loss": _mean_over_processes(accelerator, acc.loss_sum / max(acc.count, 1)), "lr": lr}
         if meta is not None:
-            train_m["meta_objective"] = _mean_over_processes(accelerator, meta_sum / max(meta_count, 1))
-        epoch_gamma = _gather_gamma(accelerator, gammas)  # γ of every training sample of the epoch
+            train_m["meta_objective"] = _mean_over_processes(accelerator, acc.meta_sum / max(acc.meta_count, 1))
+        epoch_gamma = _gather_gamma(accelerator, acc.gammas)  # γ of every training sample of the epoch
         if epoch_gamma is not None:
             train_m.update(gamma_mean=float(epoch_gamma.mean()), gamma_std=float(epoch_gamma.std(unbiased=False)))
         if improved:
@@ -195,7 +272,7 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
                 test.save_npz(paths.predictions / "test.npz")
         state.history.append({"epoch": epoch + 1, "time_s": time.time() - t0, "lr": lr,
                               "train": train_m, "val": val_m, "test": test_m})
-        state.epoch = epoch + 1
+        state.epoch, state.step_in_epoch = epoch + 1, 0
 
         tb.scalars("train", train_m, epoch + 1)
         if epoch_gamma is not None:
@@ -203,22 +280,43 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         tb.scalars("val", val_m, epoch + 1)
         if test_m is not None:
             tb.scalars("test", test_m, epoch + 1)
-            every = cfg.logging.reliability_every
-            if main and tb.writer is not None and every > 0 and (epoch + 1) % every == 0:
-                tb.figure("test/reliability", _reliability_figure(test, cfg.eval.num_bins, epoch + 1), epoch + 1)
+            every_fig = cfg.logging.reliability_every
+            if main and tb.writer is not None and every_fig > 0 and (epoch + 1) % every_fig == 0:
+                tb.figure("test/reliability", reliability_figure(test, cfg.eval.num_bins, epoch + 1), epoch + 1)
         tb.flush()
-        accelerator.print(_epoch_line(epoch + 1, cfg.schedule.epochs, train_m, val_m, test_m, improved,
-                                      time.time() - t0))
+        accelerator.print(epoch_line(epoch + 1, cfg.schedule.epochs, train_m, val_m, test_m, improved,
+                                     time.time() - t0))
+        saved = None
         if cfg.run.save_checkpoints:
-            save_checkpoint(accelerator, paths.latest, state)
-            if improved:
-                save_checkpoint(accelerator, paths.best, state)
+            saved = save(f"the end of epoch {epoch + 1}", {}, best=improved)
+        if preemption.stop_requested(accelerator):
+            tb.close()
+            raise preempted(f"epoch {epoch + 1}", saved)
 
     # ---- finish: metrics.json of the selected epoch, reliability diagram, hparams ---------------
     metrics_json = finalize(cfg, paths, state, accelerator, tb)
     tb.close()
     accelerator.wait_for_everyone()
     return RunResult(metrics_json, accelerator.unwrap_model(model), gamma_net, state)
+
+
+def _train_step(accelerator: Accelerator, model, loss_fn, optimizer, meta, inputs: torch.Tensor,
+                targets: torch.Tensor, where: str) -> dict[str, Any]:
+    """One plain or meta iteration; raises TrainingDivergedError before a non-finite loss is used."""
+    if meta is None:
+        inputs, extra = loss_fn.prepare_batch(inputs, targets)
+        if hasattr(loss_fn, "penalty"):  # ce_learnable_l2 without meta-learning: fixed coefficients
+            head = accelerator.unwrap_model(model).classifier
+            extra.update(head_weight=head.weight, head_bias=head.bias)
+        loss = loss_fn(model(inputs), targets, **extra)
+        check_finite(accelerator, {"loss": loss.detach()}, where)
+        optimizer.zero_grad(set_to_none=True)
+        accelerator.backward(loss)
+        optimizer.step()
+        return {"loss": loss.detach()}
+    out = meta.step(inputs, targets)
+    check_finite(accelerator, {k: out.get(k) for k in ("loss", "meta_objective", "gamma")}, where)
+    return out
 
 
 def _mean_over_processes(accelerator: Accelerator, value: float) -> float:
@@ -235,59 +333,3 @@ def _gather_gamma(accelerator: Accelerator, gammas: list[torch.Tensor]) -> torch
     if accelerator.num_processes == 1:
         return local
     return accelerator.gather(local.to(accelerator.device)).cpu()
-
-
-def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger) -> dict[str, Any]:
-    """Write metrics.json (best epoch: val, test, test after TS), reliability.png and history.json."""
-    result: dict[str, Any] = {"epoch": state.best_epoch, "select_by": cfg.eval.select_by,
-                              "val": state.best_metrics.get("val"), "test": state.best_metrics.get("test"),
-                              "test_after_ts": None}
-    if not accelerator.is_main_process:
-        return result
-    val, test = load_predictions(paths.predictions / "val.npz"), load_predictions(paths.predictions / "test.npz")
-    result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
-    result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
-    paths.history.write_text(json.dumps(state.history, indent=2))
-    import matplotlib.pyplot as plt
-
-    fig = _plot_reliability()(test.probs(), test.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
-                           title=f"{paths.root.name}: test, epoch {state.best_epoch}")
-    plt.close(fig)
-    final = {f"final/{split}_{k}": float(v) for split in ("val", "test") for k, v in (result[split] or {}).items()
-             if k in ("error", "nll", "ece", "mce", "ace")}
-    final.update({f"final/test_ts_{k}": float(result["test_after_ts"][k]) for k in ("error", "nll", "ece")})
-    tb.hparams({k: v for k, v in flatten(to_dict(cfg)).items() if not isinstance(v, (list, dict))}, final)
-    paths.metrics.write_text(json.dumps(result, indent=2))  # last: its presence marks a finished run
-    return result
-
-
-def load_predictions(path: Path) -> Predictions:
-    import numpy as np
-
-    with np.load(path) as f:
-        return Predictions(torch.from_numpy(f["logits"]), torch.from_numpy(f["labels"]).long())
-
-
-def _reliability_figure(pred: Predictions, num_bins: int, epoch: int):
-    return _plot_reliability()(pred.probs(), pred.labels, num_bins=num_bins, title=f"test, epoch {epoch}")
-
-
-def _plot_reliability():
-    from metacal.report.reliability import plot_reliability
-
-    return plot_reliability
-
-
-def _epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict | None, improved: bool,
-                seconds: float) -> str:
-    parts = [f"epoch {epoch:>3}/{epochs}", f"loss {train_m['loss']:.4f}", f"lr {train_m['lr']:.3g}"]
-    if "meta_objective" in train_m:
-        parts.append(f"meta {train_m['meta_objective']:.4f}")
-    if "gamma_mean" in train_m:
-        parts.append(f"γ {train_m['gamma_mean']:.2f}±{train_m['gamma_std']:.2f}")
-    for name, m in (("val", val_m), ("test", test_m)):
-        if m is not None:
-            parts.append(f"{name} err {m['error']:.4f} nll {m['nll']:.4f} ece {m['ece']:.4f}")
-    parts.append(f"{seconds:.1f}s" + (" *" if improved else ""))
-    return " | ".join(parts)
-

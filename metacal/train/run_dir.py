@@ -5,18 +5,23 @@ Layout::
     run_dir/
       config.yaml            fully resolved config
       tensorboard/           TensorBoard event files
-      checkpoints/latest/    accelerate save_state at the end of the last finished epoch
-      checkpoints/best/      the same for the epoch with the best validation score
+      checkpoints/ckpt-*/    complete checkpoints (accelerate save_state + manifest; see metacal.train.checkpoint)
+      checkpoints/latest     symlink to the newest one (end of an epoch, or mid-epoch with
+                             run.checkpoint_every_steps or after SIGTERM)
+      checkpoints/best       symlink to the end-of-epoch checkpoint with the best validation score
       predictions/{val,test}.npz   logits + labels of the selected (best) epoch (evaluate-CLI format)
       reliability.png        reliability diagram of the selected epoch on the test set
       metrics.json           {"epoch", "val", "test", "test_after_ts"} of the selected epoch
       history.json           per-epoch train/val/test numbers (curves)
 
-An existing non-empty directory is never reused unless ``overwrite`` (wipes it) or ``resume``.
+An existing non-empty directory is never reused unless ``overwrite`` (wipes it) or ``resume``. The
+directory must be writable: this is checked up front (a probe file), so a read-only or impossible path
+fails before any training with one clear message.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -71,25 +76,55 @@ def default_run_dir(config_path: str | Path | None, parent: str | Path = "runs")
 
 
 def has_checkpoint(root: str | Path) -> bool:
-    return (RunPaths(Path(root)).latest / "train_state.json").is_file()
+    """A complete checkpoint to resume from exists (see :func:`metacal.train.checkpoint.find_latest`)."""
+    from .checkpoint import find_latest
+
+    return find_latest(RunPaths(Path(root)).checkpoints) is not None
 
 
-def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = False) -> RunPaths:
+def check_writable(path: Path) -> None:
+    """Create and delete a probe file in ``path``; an OSError becomes one clear PermissionError line."""
+    probe = path / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise PermissionError(f"run directory {path} is not writable ({err.strerror or err}); "
+                              "choose another --run-dir or fix its permissions") from None
+
+
+def clear_run_dir(path: Path) -> None:
+    """Delete everything inside ``path`` (``--overwrite``), keeping the directory itself."""
+    for entry in Path(path).iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = False,
+                    defer_overwrite: bool = False) -> RunPaths:
     """Check the directory may be used, create it, and return its paths.
 
     * new or empty directory: created;
-    * ``resume``: must hold a finished epoch (checkpoints/latest) — kept as is;
-    * ``overwrite``: an existing directory is deleted first;
+    * ``resume``: must exist and hold a complete checkpoint — kept as is;
+    * ``overwrite``: an existing directory's content is deleted first — or, with ``defer_overwrite``,
+      left for the caller to :func:`clear_run_dir` once the run is known to start (the CLI does so);
     * otherwise an existing non-empty directory is an error (FileExistsError).
+    In every case the directory must be writable (PermissionError otherwise).
     """
     if resume and overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
     path = Path(root)
     if resume:
+        if not path.is_dir():
+            raise FileNotFoundError(f"cannot resume: run directory {path} does not exist")
         if not has_checkpoint(path):
             raise FileNotFoundError(
-                f"cannot resume: {path} holds no checkpoint (expected {RunPaths(path).latest}/train_state.json)"
+                f"cannot resume: {path} holds no complete checkpoint yet ({RunPaths(path).checkpoints}/ckpt-*); "
+                "start it again with --overwrite"
             )
+        check_writable(path)
         return RunPaths(path)
     if path.exists() and not path.is_dir():
         raise FileExistsError(f"run directory {path} exists and is not a directory")
@@ -98,6 +133,14 @@ def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = Fa
             raise FileExistsError(
                 f"run directory {path} already exists; pass --resume to continue it or --overwrite to replace it"
             )
-        shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
+        check_writable(path)
+        if not defer_overwrite:
+            clear_run_dir(path)
+        return RunPaths(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PermissionError(f"cannot create run directory {path} ({err.strerror or err}); "
+                              "choose another --run-dir") from None
+    check_writable(path)
     return RunPaths(path)

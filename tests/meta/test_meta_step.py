@@ -238,3 +238,23 @@ def test_ddp_forward_model(tmp_path):
             step(*batches("mlp"))
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_gradient_clipping_in_the_real_step(backend):
+    """max_grad_norm clips the real step exactly like clip_grad_norm_ before optimizer.step()."""
+    model, opt = sgd_state("resnet", warm=True, lr=0.1, momentum=0.9)
+    meta = make_meta(model, torch.float64, "focal")
+    x, y, xm, ym = batches("resnet")
+    ref, ref_opt = clone_state(model, opt)
+    gamma_net = copy.deepcopy(meta["gamma_net"])
+    ref_opt.zero_grad()
+    logits, feats = ref(x, return_features=True)
+    build_loss("focal", reduction="none")(logits, y, gamma=gamma_net(feats).detach()).mean().backward()
+    norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 1e-3)
+    assert norm > 1e-2  # clipping is active
+    ref_opt.step()
+    m, o = clone_state(model, opt)
+    MetaStep(m, o, ce, backend=backend, max_grad_norm=1e-3, **copy.deepcopy(meta))(x, y, xm, ym)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)

@@ -1,12 +1,13 @@
-"""Run-directory rules: never reuse a non-empty directory unless told; resume needs a finished epoch."""
+"""Run-directory rules: never reuse a non-empty directory unless told; resume needs a complete checkpoint."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from metacal.train.run_dir import default_run_dir, has_checkpoint, prepare_run_dir
+from metacal.train.run_dir import clear_run_dir, default_run_dir, has_checkpoint, prepare_run_dir
 
 
 def test_default_name_is_config_stem_and_timestamp():
@@ -26,12 +27,37 @@ def test_new_empty_existing_and_overwrite(tmp_path):
     assert again.root.is_dir() and not any(again.root.iterdir())
 
 
-def test_resume_requires_a_finished_epoch(tmp_path):
+def test_resume_requires_a_complete_checkpoint(tmp_path):
     paths = prepare_run_dir(tmp_path / "run")
     with pytest.raises(FileNotFoundError, match="cannot resume"):
         prepare_run_dir(paths.root, resume=True)
-    paths.latest.mkdir(parents=True)
-    (paths.latest / "train_state.json").write_text("{}")
+    # a directory without a manifest (a half-written or foreign checkpoint) is not something to resume from
+    (paths.checkpoints / "ckpt-000000010").mkdir(parents=True)
+    (paths.checkpoints / "ckpt-000000010" / "train_state.json").write_text("{}")
+    (paths.checkpoints / ".tmp-ckpt-000000020").mkdir()
+    assert not has_checkpoint(paths.root)
+    (paths.checkpoints / "ckpt-000000010" / "MANIFEST.json").write_text(
+        json.dumps({"files": {}, "global_step": 10, "step_in_epoch": 3}))
     assert has_checkpoint(paths.root) and prepare_run_dir(paths.root, resume=True).root == paths.root
     with pytest.raises(ValueError, match="exclude"):
         prepare_run_dir(paths.root, resume=True, overwrite=True)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        prepare_run_dir(tmp_path / "nowhere", resume=True)
+
+
+def test_unwritable_or_impossible_run_dir_is_a_permission_error(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a directory")
+    with pytest.raises(PermissionError, match="cannot create run directory"):
+        prepare_run_dir(blocker / "run")
+    assert blocker.read_text() == "not a directory"
+
+
+def test_deferred_overwrite_keeps_content_until_cleared(tmp_path):
+    root = tmp_path / "run"
+    root.mkdir()
+    (root / "metrics.json").write_text("{}")
+    paths = prepare_run_dir(root, overwrite=True, defer_overwrite=True)
+    assert (root / "metrics.json").read_text() == "{}"
+    clear_run_dir(paths.root)
+    assert root.is_dir() and not any(root.iterdir())

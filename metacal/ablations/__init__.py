@@ -1,0 +1,26 @@
+"""Ablation studies (``python scripts/ablate.py NAME [--quick] [--out DIR]``), one module per study:
+bins, gamma_map, objective, backend, calibratable, ground_truth, shift, grad_weighting.
+
+Shared pieces: ``runner`` (train method variants through metacal.train), ``page`` (Markdown + CSV + figures),
+``study`` (options, registry), ``true_calibration`` and ``estimators`` (ground truth on gaussian_mixture),
+``corruptions`` (image corruptions for the shift study), ``correlation`` (Pearson r).
+"""
+
+from . import (  # noqa: F401  (register the studies)
+    backend,
+    bins,
+    calibratable,
+    gamma_map,
+    grad_weighting,
+    ground_truth,
+    objective,
+    shift,
+)
+from .study import STUDIES, StudyOptions
+
+
+def available() -> list[str]:
+    return STUDIES.available()
+
+
+__all__ = ["STUDIES", "StudyOptions", "available"]

@@ -1,0 +1,1 @@
+from .study import STUDIES

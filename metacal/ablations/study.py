@@ -1,0 +1,56 @@
+"""What every study receives (``StudyOptions``), the study registry, and helpers shared by the studies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from metacal.registry import Registry
+
+from .page import Column, PageResult
+from .runner import Setting, TrainedRun, Variant, train_variant
+
+STUDIES: Registry[Callable[["StudyOptions"], PageResult]] = Registry("ablation study")
+
+
+@dataclass
+class StudyOptions:
+    quick: bool  # tiny settings: a smoke test of the whole pipeline (well under 30 s), not a result
+    out: Path  # where <name>.md, the CSVs and the figures go
+    work: Path  # where the study's training runs go
+    command: str  # the command line that regenerates the page (printed on it)
+    seed: int = 0
+    runs: Sequence[Path] | None = None  # bins: existing run directories instead of training
+
+
+def train_all(opts: StudyOptions, setting: Setting, variants: Sequence[Variant]) -> list[TrainedRun]:
+    """Train each variant into ``<work>/<key>`` (keys are made file-name safe)."""
+    out = []
+    for v in variants:
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in v.key)
+        out.append(train_variant(setting, v, opts.work / safe))
+    return out
+
+
+def test_row(run: TrainedRun) -> dict[str, Any]:
+    """Test numbers of the selected (best validation) epoch from metrics.json, plus TS and timing."""
+    test = run.metrics.get("test") or {}
+    ts = run.metrics.get("test_after_ts") or {}
+    return {"variant": run.key, "method": run.method, "epoch": run.metrics.get("epoch"),
+            "error": test.get("error"), "nll": test.get("nll"), "ece": test.get("ece"), "sece": test.get("sece"),
+            "smece": test.get("smece"), "ece_after_ts": ts.get("ece"), "temperature": ts.get("temperature"),
+            "gamma_mean": test.get("gamma_mean"), "gamma_std": test.get("gamma_std"),
+            "s_per_epoch": run.seconds_per_epoch()}
+
+
+TEST_COLUMNS = [Column("error", "Error (%)", 100, 2), Column("nll", "NLL", 1, 3), Column("ece", "ECE-15 (%)", 100, 2),
+                Column("sece", "SECE (%)", 100, 2), Column("ece_after_ts", "ECE after TS (%)", 100, 2),
+                Column("gamma_mean", "test γ mean", 1, 2), Column("gamma_std", "test γ std", 1, 2),
+                Column("s_per_epoch", "s/epoch", 1, 2)]
+
+
+def finite(values: Sequence[float]) -> bool:
+    return bool(np.all(np.isfinite(np.asarray(values, dtype=np.float64))))

@@ -1,0 +1,56 @@
+"""May this config continue that checkpoint? Compare the resolved configs before loading anything.
+
+Keys that fix the architecture or the saved state (model, number of classes, loss and its state, meta
+learner, γ-Net, optimiser types, data split, seed, precision) must equal the checkpoint's; a resume
+with ``--set`` changes to them is refused with one message naming the key. Keys that only steer the
+rest of the run (epochs, milestones, learning rates, logging, eval …) may change. A checkpoint taken
+mid-epoch also fixes the batch size and the step cap (they decide which batches remain in the epoch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from .checkpoint import CheckpointError
+from .config import Config, ConfigError, build_config, flatten, to_dict
+
+FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "loss.name", "loss.params",
+         "meta.enabled", "meta.learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size", "optim.name",
+         "run.seed", "run.mixed_precision")
+FIXED_MID_EPOCH = ("data.batch_size", "run.max_steps_per_epoch")
+
+
+def _value(flat: dict[str, Any], key: str) -> Any:
+    """A leaf, or the sub-mapping of all leaves below ``key`` (free-form option dicts)."""
+    if key in flat:
+        return flat[key]
+    return {k: v for k, v in flat.items() if k.startswith(key + ".")}
+
+
+def parse_saved_config(text: str, where: str) -> Config:
+    try:
+        data = yaml.safe_load(text)
+        return build_config(data if isinstance(data, dict) else {})
+    except (yaml.YAMLError, ConfigError) as err:
+        raise CheckpointError(f"the config saved in {where} is unreadable ({' '.join(str(err).split())})") from None
+
+
+def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) -> None:
+    """Raise :class:`CheckpointError` if ``cfg`` cannot continue a checkpoint made with ``saved``."""
+    if not saved.meta.enabled:  # meta.* other than `enabled` are unused without meta-learning
+        keys = tuple(k for k in FIXED if not k.startswith("meta.") or k == "meta.enabled")
+    else:
+        keys = FIXED
+    if saved.meta.learner != "gamma_net" and saved.meta.enabled:
+        keys = tuple(k for k in keys if k != "meta.gamma_net")
+    if mid_epoch:
+        keys = keys + FIXED_MID_EPOCH
+    old, new = flatten(to_dict(saved)), flatten(to_dict(cfg))
+    for key in keys:
+        a, b = _value(old, key), _value(new, key)
+        if a != b:
+            raise CheckpointError(
+                f"cannot resume: {key} is {b!r} now but {a!r} in the checkpoint {where}; it fixes the "
+                f"architecture or saved state, so start a new run (another --run-dir) to change it")

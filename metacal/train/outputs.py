@@ -1,0 +1,76 @@
+"""The run's final outputs (metrics.json, history.json, reliability.png, hparams) and the epoch line.
+
+Every file is written atomically (:mod:`metacal.train.atomic_io`); metrics.json comes last, so its
+presence marks a finished run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+
+from .atomic_io import write_text_atomic
+from .checkpoint import TrainState
+from .config import Config, flatten, to_dict
+from .evaluation import Predictions, after_temperature_scaling
+from .run_dir import RunPaths
+from .tb_logging import TBLogger
+
+
+def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger) -> dict[str, Any]:
+    """Write metrics.json (best epoch: val, test, test after TS), reliability.png and history.json."""
+    result: dict[str, Any] = {"epoch": state.best_epoch, "select_by": cfg.eval.select_by,
+                              "val": state.best_metrics.get("val"), "test": state.best_metrics.get("test"),
+                              "test_after_ts": None}
+    if not accelerator.is_main_process:
+        return result
+    val, test = load_predictions(paths.predictions / "val.npz"), load_predictions(paths.predictions / "test.npz")
+    result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
+    result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
+    write_text_atomic(paths.history, json.dumps(state.history, indent=2))
+    import matplotlib.pyplot as plt
+
+    fig = plot_reliability()(test.probs(), test.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
+                             title=f"{paths.root.name}: test, epoch {state.best_epoch}")
+    plt.close(fig)
+    final = {f"final/{split}_{k}": float(v) for split in ("val", "test") for k, v in (result[split] or {}).items()
+             if k in ("error", "nll", "ece", "mce", "ace")}
+    final.update({f"final/test_ts_{k}": float(result["test_after_ts"][k]) for k in ("error", "nll", "ece")})
+    tb.hparams({k: v for k, v in flatten(to_dict(cfg)).items() if not isinstance(v, (list, dict))}, final)
+    write_text_atomic(paths.metrics, json.dumps(result, indent=2))  # last: its presence marks a finished run
+    return result
+
+
+def load_predictions(path: Path) -> Predictions:
+    import numpy as np
+
+    with np.load(path) as f:
+        return Predictions(torch.from_numpy(f["logits"]), torch.from_numpy(f["labels"]).long())
+
+
+def reliability_figure(pred: Predictions, num_bins: int, epoch: int):
+    return plot_reliability()(pred.probs(), pred.labels, num_bins=num_bins, title=f"test, epoch {epoch}")
+
+
+def plot_reliability():
+    from metacal.report.reliability import plot_reliability as plot
+
+    return plot
+
+
+def epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict | None, improved: bool,
+               seconds: float) -> str:
+    parts = [f"epoch {epoch:>3}/{epochs}", f"loss {train_m['loss']:.4f}", f"lr {train_m['lr']:.3g}"]
+    if "meta_objective" in train_m:
+        parts.append(f"meta {train_m['meta_objective']:.4f}")
+    if "gamma_mean" in train_m:
+        parts.append(f"γ {train_m['gamma_mean']:.2f}±{train_m['gamma_std']:.2f}")
+    for name, m in (("val", val_m), ("test", test_m)):
+        if m is not None:
+            parts.append(f"{name} err {m['error']:.4f} nll {m['nll']:.4f} ece {m['ece']:.4f}")
+    parts.append(f"{seconds:.1f}s" + (" *" if improved else ""))
+    return " | ".join(parts)

@@ -1,0 +1,13 @@
+#!/usr/bin/env python
+"""Run one ablation study and write its page (Markdown + CSV + figures); see metacal/ablations/cli.py.
+
+    python scripts/ablate.py bins --quick --out /tmp/abl
+    python scripts/ablate.py ground_truth                  # full mode → docs/ablations/ground_truth.md
+"""
+
+import sys
+
+from metacal.ablations.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
