@@ -184,3 +184,16 @@ def gamma_net_heads(num_heads: int) -> Iterator[None]:
         yield
     finally:
         meta.GammaNet = original
+
+
+def fashion_mnist_setting(epochs: int, hidden: Sequence[int] = (256, 256), max_steps: int | None = None,
+                          seed: int = 0) -> Setting:
+    """Fashion-MNIST (8:1:1 split of the official train set, official test set) with an MLP."""
+    hid = ", ".join(str(h) for h in hidden)
+    ov = ["data.name=fashion_mnist", "model.name=mlp", f"model.options={{hidden: [{hid}]}}",
+          "data.eval_batch_size=1000"]
+    label = f"fashion_mnist, mlp [{hid}], {epochs} epochs"
+    if max_steps is not None:
+        ov.append(f"run.max_steps_per_epoch={max_steps}")
+        label += f" of at most {max_steps} steps (batch 128)"
+    return Setting(label=label, overrides=tuple(ov), epochs=epochs, seed=seed)

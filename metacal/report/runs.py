@@ -34,9 +34,12 @@ def is_finished(run_dir: str | Path) -> bool:
 
 
 def has_checkpoints(run_dir: str | Path) -> bool:
-    """True when ``checkpoints/`` exists and holds at least one entry (something to resume from)."""
+    """True when ``checkpoints/`` exists and holds at least one entry (something to resume from).
+
+    Hidden entries (``.tmp-*``: a checkpoint being written when the run was killed) do not count: such a
+    run has nothing to resume from and must be restarted."""
     ckpt = Path(run_dir) / "checkpoints"
-    return ckpt.is_dir() and any(ckpt.iterdir())
+    return ckpt.is_dir() and any(not entry.name.startswith(".") for entry in ckpt.iterdir())
 
 
 def read_json(path: Path) -> dict | None:

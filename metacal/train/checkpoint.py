@@ -21,12 +21,13 @@ Layout and write protocol (``run_dir/checkpoints/``)::
 
 1. every process writes its files into ``.tmp-<name>/``; 2. the main process writes MANIFEST.json and
 train_state.json, fsyncs every file and the directory; 3. ``rename(.tmp-<name>, <name>)`` + fsync of
-``checkpoints/``; 4. ``latest`` is switched atomically (new symlink + ``os.replace``); 5. ``best`` likewise;
-6. checkpoints that neither ``latest`` nor ``best`` name are deleted. So every ``ckpt-*`` directory is
-complete, and a kill at any moment leaves at least the previous good checkpoint in place.
+``checkpoints/``; 4. at an improved epoch, ``best`` is switched atomically (new symlink + ``os.replace``);
+5. ``latest`` likewise; 6. checkpoints that neither ``latest`` nor ``best`` name are deleted (renamed to
+``.tmp-deleted-*`` first). So every ``ckpt-*`` directory is complete, and a kill at any moment leaves at least
+the previous good checkpoint in place.
 
 Finding the checkpoint to resume from (:func:`find_latest`): the complete ``ckpt-*`` with the highest
-(global step, end-of-epoch) — normally what ``latest`` names; after a kill between steps 3 and 4 the
+(global step, end-of-epoch) — normally what ``latest`` names; after a kill between steps 3 and 5 the
 newer renamed directory wins (it is complete). A checkpoint whose files do not match its manifest
 (truncated or corrupted later, e.g. by a full disk or a copy) is NOT silently skipped: loading it raises
 :class:`CheckpointError` naming the file (the CLI exits 2 and deletes nothing).
@@ -76,6 +77,29 @@ class TrainState:
             setattr(self, key, value)
 
 
+@dataclass
+class EpochProgress:
+    """This process's running sums of the current epoch (saved mid-epoch as progress_rank<r>.pt)."""
+
+    loss_sum: float = 0.0
+    meta_sum: float = 0.0
+    count: int = 0
+    meta_count: int = 0
+    gammas: list[torch.Tensor] = field(default_factory=list)
+    elapsed: float = 0.0  # seconds spent in this epoch before a resume
+
+    def to_dict(self, elapsed: float) -> dict[str, Any]:
+        gammas = torch.cat(self.gammas) if self.gammas else torch.empty(0)
+        return {"loss_sum": self.loss_sum, "meta_sum": self.meta_sum, "count": self.count,
+                "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
+        gammas = [d["gammas"]] if d["gammas"].numel() else []
+        return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
+                   float(d["elapsed"]))
+
+
 def checkpoint_name(state: TrainState) -> str:
     end = f"-e{state.epoch:04d}" if state.step_in_epoch == 0 else ""
     return f"ckpt-{state.global_step:09d}{end}"
@@ -123,10 +147,10 @@ def save_checkpoint(accelerator: Accelerator, checkpoints: Path, state: TrainSta
         tmp.rename(final)
         fsync_dir(checkpoints)
         preemption.in_checkpoint("renamed")
+        if best:  # before `latest`: whatever a kill leaves, `best` matches the state a resume continues
+            point_symlink(checkpoints / "best", name)
         point_symlink(checkpoints / "latest", name)
         preemption.in_checkpoint("pointed")
-        if best:
-            point_symlink(checkpoints / "best", name)
         _prune(checkpoints)
     accelerator.wait_for_everyone()
     return final
@@ -140,6 +164,8 @@ def _prune(checkpoints: Path) -> None:
     """Delete checkpoints neither ``latest`` nor ``best`` names, and leftover temporary directories."""
     keep = _referenced(checkpoints)
     for entry in checkpoints.iterdir():
+        if entry.is_symlink() and entry.name.startswith("."):  # a pointer left by a kill inside point_symlink
+            entry.unlink()
         if entry.is_symlink() or not entry.is_dir():
             continue
         if entry.name.startswith(".tmp-") or (entry.name.startswith("ckpt-") and entry.resolve() not in keep):

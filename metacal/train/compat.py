@@ -9,11 +9,13 @@ mid-epoch also fixes the batch size and the step cap (they decide which batches 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .checkpoint import CheckpointError
+from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest
 from .config import Config, ConfigError, build_config, flatten, to_dict
 
 FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "loss.name", "loss.params",
@@ -54,3 +56,15 @@ def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) ->
             raise CheckpointError(
                 f"cannot resume: {key} is {b!r} now but {a!r} in the checkpoint {where}; it fixes the "
                 f"architecture or saved state, so start a new run (another --run-dir) to change it")
+
+
+def resume_point(paths, cfg: Config) -> Path:
+    """The checkpoint to continue from, after checking ``cfg`` may continue it (before anything is built)."""
+    latest = find_latest(paths.checkpoints)
+    if latest is None:
+        raise CheckpointError(f"cannot resume: {paths.root} holds no complete checkpoint ({paths.checkpoints}/ckpt-*)")
+    saved_text = (latest / CONFIG).read_text() if (latest / CONFIG).is_file() else None
+    if saved_text is not None:
+        mid_epoch = json.loads((latest / MANIFEST).read_text()).get("step_in_epoch", 0) > 0
+        check_compatible(parse_saved_config(saved_text, str(latest)), cfg, mid_epoch, str(latest))
+    return latest

@@ -25,7 +25,7 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -35,8 +35,8 @@ from tqdm.auto import tqdm
 
 from . import components, preemption
 from .atomic_io import write_text_atomic
-from .checkpoint import CONFIG, CheckpointError, TrainState, find_latest, load_checkpoint, save_checkpoint
-from .compat import check_compatible, parse_saved_config
+from .checkpoint import EpochProgress, TrainState, load_checkpoint, save_checkpoint
+from .compat import resume_point
 from .config import Config, ConfigError, to_yaml
 from .evaluation import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, load_predictions, reliability_figure  # noqa: F401 (re-exported)
@@ -56,29 +56,6 @@ class RunResult:
     model: torch.nn.Module  # unwrapped backbone
     gamma_net: torch.nn.Module | None
     state: TrainState
-
-
-@dataclass
-class EpochProgress:
-    """This process's running sums of the current epoch (checkpointed mid-epoch as progress_rank<r>.pt)."""
-
-    loss_sum: float = 0.0
-    meta_sum: float = 0.0
-    count: int = 0
-    meta_count: int = 0
-    gammas: list[torch.Tensor] = field(default_factory=list)
-    elapsed: float = 0.0  # seconds spent in this epoch before a resume
-
-    def to_dict(self, elapsed: float) -> dict[str, Any]:
-        gammas = torch.cat(self.gammas) if self.gammas else torch.empty(0)
-        return {"loss_sum": self.loss_sum, "meta_sum": self.meta_sum, "count": self.count,
-                "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
-        gammas = [d["gammas"]] if d["gammas"].numel() else []
-        return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
-                   float(d["elapsed"]))
 
 
 def make_accelerator(cfg: Config) -> Accelerator:
@@ -111,20 +88,6 @@ def check_finite(accelerator: Accelerator, values: dict[str, torch.Tensor], wher
 def _all_finite(modules: list[torch.nn.Module | None]) -> torch.Tensor:
     ok = all(bool(torch.isfinite(p).all()) for m in modules if m is not None for p in m.parameters())
     return torch.tensor(0.0 if ok else float("nan"))
-
-
-def resume_point(paths: RunPaths, cfg: Config):
-    """The checkpoint to continue from, after checking ``cfg`` may continue it (before anything is built)."""
-    latest = find_latest(paths.checkpoints)
-    if latest is None:
-        raise CheckpointError(f"cannot resume: {paths.root} holds no complete checkpoint ({paths.checkpoints}/ckpt-*)")
-    saved_text = (latest / CONFIG).read_text() if (latest / CONFIG).is_file() else None
-    if saved_text is not None:
-        import json
-
-        mid_epoch = json.loads((latest / "MANIFEST.json").read_text()).get("step_in_epoch", 0) > 0
-        check_compatible(parse_saved_config(saved_text, str(latest)), cfg, mid_epoch, str(latest))
-    return latest
 
 
 def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accelerator | None = None,
@@ -175,7 +138,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     progress: dict[str, Any] = {}
     if resume_from is not None:
         progress = load_checkpoint(accelerator, resume_from, accelerator.unwrap_model(model))
-        where = f"epoch {state.epoch + 1}, step {state.step_in_epoch}" if state.step_in_epoch else f"epoch {state.epoch}"
+        where = (f"epoch {state.epoch + 1}, step {state.step_in_epoch}" if state.step_in_epoch
+                 else f"epoch {state.epoch}")
         accelerator.print(f"resumed from {resume_from} after {where} (global step {state.global_step})")
 
     config_yaml = to_yaml(cfg)

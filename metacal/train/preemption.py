@@ -9,12 +9,13 @@ OR-reduced across ranks every step, so all ranks stop at the same step.
 
 Test hooks (environment variables, read at the point they fire; never set them in real runs):
 
-* ``METACAL_TEST_KILL_AT_STEP=G`` — SIGKILL this process right after global step G (and its checkpoint).
+* ``METACAL_TEST_KILL_AT_STEP=G`` — SIGKILL this process right after global step G's update (before any
+  checkpoint of that step).
 * ``METACAL_TEST_SIGTERM_AT_STEP=G`` — send SIGTERM to this process right after global step G.
 * ``METACAL_TEST_KILL_IN_CHECKPOINT=STAGE[:N]`` — SIGKILL during the N-th checkpoint save of this process
   (default 1) at STAGE: ``partial`` (state files written, no manifest), ``written`` (temporary directory
-  complete and fsynced, not renamed), ``renamed`` (renamed, ``latest`` not yet switched), ``pointed``
-  (``latest`` switched, ``best``/pruning not yet done).
+  complete and fsynced, not renamed), ``renamed`` (renamed, ``best``/``latest`` not yet switched), ``pointed``
+  (``best``/``latest`` switched, older checkpoints not yet pruned).
 """
 
 from __future__ import annotations
