@@ -8,7 +8,6 @@ test labels.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from matplotlib.figure import Figure
 

@@ -17,7 +17,7 @@ NOISE_STD = (0.0, 0.08, 0.12, 0.18, 0.26, 0.38)  # Gaussian noise σ (CIFAR-10-C
 BLUR_SIGMA = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0)  # Gaussian blur σ in pixels
 CONTRAST = (1.0, 0.4, 0.3, 0.2, 0.1, 0.05)  # factor on the deviation from the image mean
 BRIGHTNESS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)  # added to every pixel
-PIXELATE = (1.0, 0.6, 0.5, 0.4, 0.3, 0.25)  # down-sampling factor before nearest up-sampling
+PIXELATE = (1, 2, 3, 4, 5, 6)  # block size in pixels (CIFAR-10-C down-samples by 0.6…0.25)
 
 SEVERITIES = (1, 2, 3, 4, 5)
 
@@ -72,14 +72,17 @@ def brightness(images: torch.Tensor, severity: int) -> torch.Tensor:
 
 
 def pixelate(images: torch.Tensor, severity: int) -> torch.Tensor:
-    """Area down-sampling to ⌈f_s·H⌉ × ⌈f_s·W⌉, then nearest up-sampling back to H × W."""
+    """Every b_s × b_s block replaced by its mean (edge blocks padded by replication), b_s = 1…6 pixels."""
     _check(images, severity)
-    if severity == 0:
+    b = PIXELATE[severity]
+    if b == 1:
         return images.clone()
     h, w = images.shape[-2:]
-    small = F.interpolate(images, size=(max(1, math.ceil(PIXELATE[severity] * h)),
-                                        max(1, math.ceil(PIXELATE[severity] * w))), mode="area")
-    return F.interpolate(small, size=(h, w), mode="nearest").clamp(0, 1)
+    ph, pw = (-h) % b, (-w) % b
+    padded = F.pad(images, (0, pw, 0, ph), mode="replicate") if ph or pw else images
+    means = F.avg_pool2d(padded, kernel_size=b, stride=b)
+    up = means.repeat_interleave(b, dim=-2).repeat_interleave(b, dim=-1)
+    return up[..., :h, :w].clamp(0, 1)
 
 
 CORRUPTIONS: dict[str, Callable[..., torch.Tensor]] = {

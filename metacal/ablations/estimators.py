@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from metacal import metrics
 
-EXACT_SECE_MAX = 4096
+EXACT_SECE_MAX = 2048
 GRID_SIZE = 8193  # grid spacing 1.2e-4 = h/80 at h = 0.01
 
 

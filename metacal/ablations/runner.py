@@ -118,19 +118,22 @@ def train_variant(setting: Setting, variant: Variant, run_dir: str | Path) -> Tr
 
 
 def train_epochwise(setting: Setting, variant: Variant, run_dir: str | Path,
-                    on_epoch: Callable[[int, TrainedRun], None]) -> TrainedRun:
-    """Train epoch by epoch (each call resumes the run's checkpoint; the lr schedule is the full one) and call
-    ``on_epoch(epoch, run)`` with the model after every epoch."""
+                    on_epoch: Callable[[int, TrainedRun], None], snapshots: Sequence[int] | None = None) -> TrainedRun:
+    """Train in stages (each stage resumes the run's checkpoint; the lr schedule is the full one) and call
+    ``on_epoch(epoch, run)`` with the model after each epoch in ``snapshots`` (default: every epoch; the last
+    epoch is always included)."""
     from metacal.train import prepare_run_dir, train
 
+    stops = sorted({e for e in (snapshots or range(1, setting.epochs + 1)) if 1 <= e <= setting.epochs}
+                   | {setting.epochs})
     t0 = time.time()
     run = None
-    for epoch in range(1, setting.epochs + 1):
+    for i, epoch in enumerate(stops):
         cfg = _load(setting, variant, [f"schedule.epochs={epoch}", "run.save_checkpoints=true"])
         # the milestones come from the full schedule (Setting.all_overrides) and stay fixed across calls
-        paths = prepare_run_dir(run_dir, resume=epoch > 1, overwrite=epoch == 1)
+        paths = prepare_run_dir(run_dir, resume=i > 0, overwrite=i == 0)
         with (variant.patch() if variant.patch else contextlib.nullcontext()):
-            result = train(cfg, paths, resume=epoch > 1)
+            result = train(cfg, paths, resume=i > 0)
         run = TrainedRun(variant.key, variant.method, Path(run_dir), result.metrics, result.model,
                          result.gamma_net, list(result.state.history), time.time() - t0, cfg)
         on_epoch(epoch, run)

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from metacal.registry import Registry
 
 from .page import Column, PageResult
@@ -43,7 +41,11 @@ def test_row(run: TrainedRun) -> dict[str, Any]:
             "error": test.get("error"), "nll": test.get("nll"), "ece": test.get("ece"), "sece": test.get("sece"),
             "smece": test.get("smece"), "ece_after_ts": ts.get("ece"), "temperature": ts.get("temperature"),
             "gamma_mean": test.get("gamma_mean"), "gamma_std": test.get("gamma_std"),
-            "s_per_epoch": run.seconds_per_epoch()}
+            "s_per_epoch": run.seconds_per_epoch(),
+            "num_heads": getattr(run.gamma_net, "num_heads", None), "gamma_output": getattr(run.gamma_net, "output", None),
+            "gamma_tau": getattr(run.gamma_net, "tau", None),
+            "meta_objective": run.cfg.meta.objective if run.cfg is not None and run.cfg.meta.enabled else None,
+            "meta_backend": run.cfg.meta.backend if run.cfg is not None and run.cfg.meta.enabled else None}
 
 
 TEST_COLUMNS = [Column("error", "Error (%)", 100, 2), Column("nll", "NLL", 1, 3), Column("ece", "ECE-15 (%)", 100, 2),
@@ -52,5 +54,3 @@ TEST_COLUMNS = [Column("error", "Error (%)", 100, 2), Column("nll", "NLL", 1, 3)
                 Column("s_per_epoch", "s/epoch", 1, 2)]
 
 
-def finite(values: Sequence[float]) -> bool:
-    return bool(np.all(np.isfinite(np.asarray(values, dtype=np.float64))))

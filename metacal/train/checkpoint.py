@@ -46,7 +46,7 @@ import torch
 from accelerate import Accelerator
 
 from . import preemption
-from .atomic_io import fsync_dir, fsync_tree, point_symlink
+from .atomic_io import fsync_dir, fsync_tree, point_symlink, write_text_atomic
 
 MANIFEST = "MANIFEST.json"
 STATE_JSON = "train_state.json"
@@ -148,16 +148,31 @@ def save_checkpoint(accelerator: Accelerator, checkpoints: Path, state: TrainSta
         fsync_dir(checkpoints)
         preemption.in_checkpoint("renamed")
         if best:  # before `latest`: whatever a kill leaves, `best` matches the state a resume continues
-            point_symlink(checkpoints / "best", name)
-        point_symlink(checkpoints / "latest", name)
+            _point(checkpoints / "best", name)
+        _point(checkpoints / "latest", name)
         preemption.in_checkpoint("pointed")
         _prune(checkpoints)
     accelerator.wait_for_everyone()
     return final
 
 
+def _point(link: Path, name: str) -> None:
+    """Switch a pointer; on a filesystem without symlinks, ``<link>.txt`` holds the name instead (resuming
+    never needs the pointers: :func:`find_latest` reads the manifests)."""
+    try:
+        point_symlink(link, name)
+    except OSError:
+        write_text_atomic(link.with_name(link.name + ".txt"), name + "\n")
+
+
 def _referenced(checkpoints: Path) -> set[Path]:
-    return {(checkpoints / link).resolve() for link in ("latest", "best") if (checkpoints / link).is_symlink()}
+    keep = set()
+    for link in ("latest", "best"):
+        if (checkpoints / link).is_symlink():
+            keep.add((checkpoints / link).resolve())
+        if (checkpoints / f"{link}.txt").is_file():
+            keep.add((checkpoints / (checkpoints / f"{link}.txt").read_text().strip()).resolve())
+    return keep
 
 
 def _prune(checkpoints: Path) -> None:
@@ -201,6 +216,17 @@ def find_latest(checkpoints: Path) -> Path | None:
     found = [(order, entry) for entry in checkpoints.iterdir()
              if entry.name.startswith("ckpt-") and entry.is_dir() and (order := _order(entry)) is not None]
     return max(found)[1] if found else None
+
+
+def no_checkpoint_message(root: Path) -> str:
+    """Why ``root`` cannot be resumed (no complete checkpoint), for the one-line error."""
+    checkpoints = Path(root) / "checkpoints"
+    legacy = checkpoints / "latest"
+    if legacy.is_dir() and not legacy.is_symlink() and (legacy / STATE_JSON).is_file():
+        return (f"cannot resume: {legacy} was written by an older metacal without a manifest, so it cannot be "
+                "verified; start the run again with --overwrite")
+    return (f"cannot resume: {root} holds no complete checkpoint yet ({checkpoints}/ckpt-*); "
+            "start it again with --overwrite")
 
 
 def verify_checkpoint(directory: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from metacal.registry import UnknownNameError
 
-from .checkpoint import CONFIG, CheckpointError, find_latest
+from .checkpoint import CONFIG, CheckpointError, find_latest, no_checkpoint_message
 from .config import ConfigError, load_config
 from .preemption import EXIT_PREEMPTED, Preempted, handle_sigterm
 from .run_dir import RunPaths, clear_run_dir, default_run_dir, prepare_run_dir
@@ -64,8 +64,7 @@ def resolve_config(args: argparse.Namespace):
             raise FileNotFoundError(f"cannot resume: run directory {root} does not exist")
         latest = find_latest(RunPaths(root).checkpoints)
         if latest is None:
-            raise FileNotFoundError(f"cannot resume: {root} holds no complete checkpoint yet "
-                                    f"({RunPaths(root).checkpoints}/ckpt-*); start it again with --overwrite")
+            raise FileNotFoundError(no_checkpoint_message(root))
         if args.config is None:  # the checkpoint's own resolved config, plus --set overrides
             from .compat import parse_saved_config
 

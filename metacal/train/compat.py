@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest
+from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest, no_checkpoint_message
 from .config import Config, ConfigError, build_config, flatten, to_dict
 
 FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "loss.name", "loss.params",
@@ -62,7 +62,7 @@ def resume_point(paths, cfg: Config) -> Path:
     """The checkpoint to continue from, after checking ``cfg`` may continue it (before anything is built)."""
     latest = find_latest(paths.checkpoints)
     if latest is None:
-        raise CheckpointError(f"cannot resume: {paths.root} holds no complete checkpoint ({paths.checkpoints}/ckpt-*)")
+        raise CheckpointError(no_checkpoint_message(paths.root))
     saved_text = (latest / CONFIG).read_text() if (latest / CONFIG).is_file() else None
     if saved_text is not None:
         mid_epoch = json.loads((latest / MANIFEST).read_text()).get("step_in_epoch", 0) > 0

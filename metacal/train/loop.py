@@ -39,7 +39,7 @@ from .checkpoint import EpochProgress, TrainState, load_checkpoint, save_checkpo
 from .compat import resume_point
 from .config import Config, ConfigError, to_yaml
 from .evaluation import predict, selection_score, summarize
-from .outputs import epoch_line, finalize, load_predictions, reliability_figure  # noqa: F401 (re-exported)
+from .outputs import epoch_line, finalize, load_predictions, reliability_figure  # noqa: F401 (re-export)
 from .run_dir import RunPaths
 from .tb_logging import TBLogger
 

@@ -120,10 +120,9 @@ def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = Fa
         if not path.is_dir():
             raise FileNotFoundError(f"cannot resume: run directory {path} does not exist")
         if not has_checkpoint(path):
-            raise FileNotFoundError(
-                f"cannot resume: {path} holds no complete checkpoint yet ({RunPaths(path).checkpoints}/ckpt-*); "
-                "start it again with --overwrite"
-            )
+            from .checkpoint import no_checkpoint_message
+
+            raise FileNotFoundError(no_checkpoint_message(path))
         check_writable(path)
         return RunPaths(path)
     if path.exists() and not path.is_dir():

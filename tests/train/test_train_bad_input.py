@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from train_tiny import read_metrics
-
 MLP = {"model": {"name": "mlp", "options": {"hidden": [32]}}, "logging": {"tensorboard": False}}
 ONE_EPOCH = {**MLP, "schedule": {"epochs": 1, "milestones": [1]}}
 
@@ -114,6 +112,15 @@ def test_resume_without_complete_checkpoint(write_config, run_cli, tmp_path):
     code, _, err = run_cli(["--config", write_config("ce", ONE_EPOCH), "--run-dir", run_dir, "--resume"])
     one_line_error(code, err, "no complete checkpoint")
     assert snapshot(run_dir) == before
+
+
+def test_resume_of_a_pre_manifest_checkpoint_explains_why(run_cli, tmp_path):
+    legacy = tmp_path / "old" / "checkpoints" / "latest"
+    legacy.mkdir(parents=True)
+    (legacy / "train_state.json").write_text('{"epoch": 3}')
+    code, _, err = run_cli(["--run-dir", tmp_path / "old", "--resume"])
+    one_line_error(code, err, "older metacal without a manifest", "--overwrite")
+    assert (legacy / "train_state.json").read_text() == '{"epoch": 3}'
 
 
 @pytest.mark.parametrize("overrides, key", [

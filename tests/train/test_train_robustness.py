@@ -138,8 +138,6 @@ KILLS = [
     ("flgamma_sece", "METACAL_TEST_KILL_IN_CHECKPOINT", "written:3", (8, 8)),
     # SIGKILL inside the 4th save after the rename, before `latest` moved → the renamed (newer) one is used
     ("flgamma_sece", "METACAL_TEST_KILL_IN_CHECKPOINT", "renamed:4", (12, 2)),
-    # mixup's generator restored mid-epoch
-    ("mixup", "METACAL_TEST_KILL_AT_STEP", "7", (4, 4)),
     # epoch boundary: AdaFocal (state updated from validation at each epoch end), only epoch checkpoints
     ("adafocal", "METACAL_TEST_KILL_AT_STEP", "11", (10, 0)),
 ]
@@ -162,23 +160,26 @@ def test_sigkill_then_resume_matches_uninterrupted_run(setup, hook, value, left,
 
 
 @pytest.mark.slow
-def test_sigterm_saves_at_step_boundary_exits_75_and_resumes(reference, run_cli, tmp_path, monkeypatch):
+@pytest.mark.parametrize("setup, step", [("flgamma_sece", 6), ("mixup", 7)])
+def test_sigterm_saves_at_step_boundary_exits_75_and_resumes(setup, step, reference, run_cli, tmp_path,
+                                                             monkeypatch):
+    """In process (the CLI's handler): mixup's generator and the meta state continue mid-epoch."""
     from metacal.train.preemption import EXIT_PREEMPTED
 
-    config, run_dir = config_for(tmp_path, "flgamma_sece"), tmp_path / "run"
-    monkeypatch.setenv("METACAL_TEST_SIGTERM_AT_STEP", "6")  # a real SIGTERM to this process after step 6
+    config, run_dir = config_for(tmp_path, setup), tmp_path / "run"
+    monkeypatch.setenv("METACAL_TEST_SIGTERM_AT_STEP", str(step))  # a real SIGTERM to this process
     code, _, err = run_cli(["--config", config, "--run-dir", run_dir])
     monkeypatch.delenv("METACAL_TEST_SIGTERM_AT_STEP")
     assert code == EXIT_PREEMPTED == 75
-    assert err.startswith("preempted:") and "global step 6" in err and "--resume" in err
+    assert err.startswith("preempted:") and f"global step {step}" in err and "--resume" in err
     assert len(err.strip().splitlines()) == 1
-    assert latest_step(run_dir) == (6, 6)  # saved at the step boundary, not at the last periodic one (4)
-    assert (run_dir / "checkpoints" / "latest").resolve().name == "ckpt-000000006"
+    assert latest_step(run_dir) == (step, step)  # saved at the step boundary, not at the last periodic one (4)
+    assert (run_dir / "checkpoints" / "latest").resolve().name == f"ckpt-{step:09d}"
     assert not (run_dir / "metrics.json").exists()
     code, out, err = run_cli(["--run-dir", run_dir, "--resume"])
     assert code == 0, err
-    assert "after epoch 1, step 6" in out
-    assert assert_same_run(reference("flgamma_sece"), run_dir) >= 4
+    assert f"after epoch 1, step {step}" in out
+    assert assert_same_run(reference(setup), run_dir) >= 4
 
 
 @pytest.mark.slow
@@ -223,3 +224,36 @@ def test_resume_skips_incomplete_and_prefers_newest_complete(tmp_path):
     shutil.rmtree(ckpts / "ckpt-000000010-e0001")
     assert find_latest(ckpts).name == "ckpt-000000010"
     assert find_latest(tmp_path / "nothing") is None
+
+
+@pytest.mark.slow
+def test_script_exits_75_on_sigterm_at_epoch_end_and_resumes(reference, run_cli, tmp_path):
+    """The real script: SIGTERM after the last step of epoch 2 (global step 20) → checkpoint at that step
+    boundary, exit status 75 and one stderr line; the resume only evaluates epoch 2 and trains epoch 3."""
+    config, run_dir = config_for(tmp_path, "flgamma_sece"), tmp_path / "run"
+    proc = run_script(["--config", config, "--run-dir", run_dir], METACAL_TEST_SIGTERM_AT_STEP="20")
+    assert proc.returncode == 75, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("preempted: stopped by SIGTERM after epoch 2, step 10")
+    assert "Traceback" not in proc.stderr
+    assert latest_step(run_dir) == (20, 10)
+    code, out, err = run_cli(["--run-dir", run_dir, "--resume"])
+    assert code == 0, err
+    assert "epoch   2/3" in out and "epoch   1/3" not in out
+    assert assert_same_run(reference("flgamma_sece"), run_dir) >= 4
+
+
+def test_pointers_fall_back_to_text_files_without_symlinks(tmp_path, monkeypatch):
+    """Filesystems without symlinks: ``latest.txt`` names the checkpoint and protects it from pruning."""
+    from metacal.train import checkpoint
+
+    for name in ("ckpt-000000004", "ckpt-000000008", ".tmp-ckpt-000000012"):
+        (tmp_path / name).mkdir()
+
+    def no_symlinks(link, name):
+        raise OSError("operation not permitted")
+
+    monkeypatch.setattr(checkpoint, "point_symlink", no_symlinks)
+    checkpoint._point(tmp_path / "latest", "ckpt-000000008")
+    checkpoint._prune(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000008", "latest.txt"]
+    assert (tmp_path / "latest.txt").read_text() == "ckpt-000000008\n"
