@@ -44,8 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="train.py", description="Train a calibrated classifier from a YAML config.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="YAML config (may name a 'base:' file); optional with --resume")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="dotted override, repeatable: --set optim.lr=0.05 --set meta.objective=dece")
+    p.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="dotted overrides: --set optim.lr=0.05 meta.objective=dece (the flag may repeat)")
     p.add_argument("--run-dir", help="output directory (default: runs/<config-stem>-<timestamp>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir from its newest complete checkpoint (keys that fix the "

@@ -52,6 +52,10 @@ class MetaSetup:
             if loss_fn.meta_parameters():
                 raise ConfigError(f"meta.learner=gamma_net needs a focal-family loss; loss '{cfg.loss.name}' "
                                   "has its own meta-parameters (use meta.learner=loss)")
+            if not _uses_per_sample_gamma(loss_fn, bundle.num_classes, accelerator.device):
+                raise ConfigError(f"meta.learner=gamma_net needs a loss whose per-sample gamma= has an effect "
+                                  f"(focal, dual_focal, inverse_focal, focal_gra, dual_focal_gra); loss "
+                                  f"'{cfg.loss.name}' ignores it, so the γ-Net would get no hypergradient")
             self.gamma_net = components.construct(
                 "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim), num_heads=int(bundle.num_classes),
                 **m.gamma_net).to(accelerator.device)
@@ -105,3 +109,19 @@ class MetaSetup:
             "meta_objective": None if meta_value is None else torch.tensor(float(meta_value)),
             "gamma": out.get("gamma"),
         }
+
+
+def _uses_per_sample_gamma(loss_fn: nn.Module, num_classes: int, device: torch.device) -> bool:
+    """Probe: does ∂loss/∂γ exist and differ from 0 for a per-sample ``gamma=`` on a small random batch?"""
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, num_classes, generator=generator).to(device)
+    targets = torch.arange(4).remainder(num_classes).to(device)
+    gamma = torch.ones(4, device=device, requires_grad=True)
+    try:
+        value = loss_fn(logits, targets, gamma=gamma).sum()
+    except TypeError:
+        return False
+    if not value.requires_grad:
+        return False
+    (grad,) = torch.autograd.grad(value, gamma, allow_unused=True)
+    return grad is not None and bool(grad.abs().sum() > 0)

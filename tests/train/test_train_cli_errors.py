@@ -22,6 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
     (["loss.name=focal", "loss.params.gama=2"], ["loss.params (focal)", "gama"]),
     (["model.options.widthh=3"], ["model (mlp)", "widthh"]),
     (["meta.enabled=true", "meta.learner=loss"], ["meta.learner=loss", "ce_learnable_l2"]),
+    (["meta.enabled=true", "meta.learner=gamma_net", "loss.name=label_smoothing"],
+     ["meta.learner=gamma_net", "'label_smoothing' ignores it"]),
 ])
 def test_config_errors_are_one_line_exit_2(overrides, fragments, write_config, run_cli, tmp_path):
     config = write_config("bad")
