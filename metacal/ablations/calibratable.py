@@ -21,7 +21,7 @@ from .runner import Variant, build_bundle, gaussian_mixture_setting, predict_log
 from .study import STUDIES, StudyOptions
 
 QUICK_METHODS = ("ce", "focal")
-FULL_METHODS = ("ce", "focal", "flsd53", "ls_005", "mixup", "dual_focal", "bsce_gra", "flgamma_sece")
+FULL_METHODS = ("ce", "focal", "ls_005", "mixup", "bsce_gra", "flgamma_sece")
 
 
 def posthoc_row(val_logits: torch.Tensor, val_labels: torch.Tensor, test_logits: torch.Tensor,
@@ -48,7 +48,7 @@ def optimal_ece(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, floa
 @STUDIES.register("calibratable")
 def run(opts: StudyOptions):
     setting = (gaussian_mixture_setting(1500, 1000, 3, seed=opts.seed) if opts.quick
-               else gaussian_mixture_setting(20_000, 10_000, 30, hidden=(256, 256), seed=opts.seed))
+               else gaussian_mixture_setting(20_000, 10_000, 20, hidden=(256, 256), seed=opts.seed))
     methods = QUICK_METHODS if opts.quick else FULL_METHODS
     rows, curves = [], {}
     for m in methods:

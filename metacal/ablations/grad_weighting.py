@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from metacal import losses
 
-from .correlation import pearson
+from .correlation import pearson, spearman
 from .page import Column, Section, Table, save_figure, write_page
 from .runner import Variant, build_bundle, gaussian_mixture_setting, train_epochwise
 from .study import STUDIES, StudyOptions
@@ -80,6 +80,7 @@ def run(opts: StudyOptions):
             rows.append({"loss": label, "epoch": epoch, "mean_weight": float(s["weight"].mean()),
                          "mean_grad_norm": float(s["grad_norm"].mean()),
                          "r_gradnorm_brier": pearson(s["grad_norm"], s["brier"]),
+                         "rho_gradnorm_brier": spearman(s["grad_norm"], s["brier"]),
                          "r_weight_true_unc": pearson(s["weight"], s["true_unc"]),
                          "r_weight_true_brier": pearson(s["weight"], s["true_brier"]),
                          "r_gradnorm_true_brier": pearson(s["grad_norm"], s["true_brier"])})
@@ -87,9 +88,12 @@ def run(opts: StudyOptions):
 
         safe = "".join(ch if ch.isalnum() else "_" for ch in label)
         train_epochwise(setting, Variant(label, method, ov), opts.work / safe, on_epoch, snapshots)
-    fig = Figure(figsize=(4 * len(names), 3.6))
+    ncols = min(4, len(names))
+    nrows = -(-len(names) // ncols)
+    fig = Figure(figsize=(4 * ncols, 3.6 * nrows))
+    fig.subplots_adjust(hspace=0.45, wspace=0.3)
     for j, label in enumerate(names):
-        ax = fig.add_subplot(1, len(names), j + 1)
+        ax = fig.add_subplot(nrows, ncols, j + 1)
         for (lab, epoch), (b, g) in scatter.items():
             if lab == label:
                 ax.scatter(b, g, s=3, alpha=0.4, label=f"epoch {epoch}")
@@ -102,12 +106,15 @@ def run(opts: StudyOptions):
     table = Table("correlations", rows, [
         Column("loss", "Loss"), Column("epoch", "epoch"), Column("mean_weight", "mean weight ‖∇ℓ‖/‖∇CE‖", 1, 3),
         Column("mean_grad_norm", "mean ‖∇_z ℓ‖", 1, 3), Column("r_gradnorm_brier", "r(‖∇ℓ‖, Brier)", 1, 3),
+        Column("rho_gradnorm_brier", "Spearman ρ(‖∇ℓ‖, Brier)", 1, 3),
         Column("r_weight_true_unc", "r(weight, 1 − max η)", 1, 3),
         Column("r_weight_true_brier", "r(weight, E_η Brier)", 1, 3),
         Column("r_gradnorm_true_brier", "r(‖∇ℓ‖, E_η Brier)", 1, 3)])
     intro = [f"Each loss trains its own model on {setting.label}; at epochs {', '.join(map(str, snapshots))} the "
              f"numbers are computed on the same {n_sub} training samples. r = Pearson correlation over those "
-             "samples. weight = ‖∇_z ℓ‖/‖∇_z CE‖ (1 for CE); η = the true posterior of the mixture.",
+             "samples; Spearman ρ = r of the ranks (1 for any strictly increasing relation: BSCE-GRA has "
+             "‖∇_z ℓ‖ = B^{3/2} and CE ‖∇_z ℓ‖ = √B exactly, B = Brier score, so their ρ is 1 while Pearson r "
+             "is below 1 from the curvature alone). weight = ‖∇_z ℓ‖/‖∇_z CE‖ (1 for CE); η = the true posterior of the mixture.",
              "Seed 004's claim: the gradient of BSCE-GRA follows the Brier score most tightly (Fig. 4), and "
              "the generalized Brier score is a better per-sample uncertainty than focal's 1 − p_y."]
     sections = [Section("Correlation of the gradient weight with uncertainty", tables=[table]),

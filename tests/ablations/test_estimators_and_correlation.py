@@ -76,3 +76,28 @@ def test_bsce_gra_weight_is_the_brier_score_and_true_brier_formula():
                    for k in range(4))
     assert torch.allclose(s["true_brier"], explicit, atol=1e-12)
     assert torch.allclose(s["true_unc"], 1 - post.max(1).values)
+
+
+def test_spearman_matches_scipy_with_ties():
+    from metacal.ablations.correlation import ranks, spearman
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 20, size=300).astype(float)  # many ties
+    y = x + rng.normal(size=300)
+    assert torch.allclose(ranks(torch.from_numpy(x)), torch.from_numpy(stats.rankdata(x)))
+    assert spearman(torch.from_numpy(x), torch.from_numpy(y)) == pytest.approx(stats.spearmanr(x, y).statistic,
+                                                                               abs=1e-12)
+    z = torch.linspace(0.01, 2, 50)
+    assert spearman(z, z**1.5) == pytest.approx(1.0)  # monotone but curved: ρ = 1, r < 1
+    assert pearson(z, z**1.5) < 1 - 1e-3
+
+
+def test_gradient_norms_are_exact_functions_of_brier():
+    gen = torch.Generator().manual_seed(2)
+    logits = 2 * torch.randn(100, 6, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 6, (100,), generator=gen)
+    post = torch.softmax(torch.randn(100, 6, generator=gen, dtype=torch.float64), 1)
+    ce = weight_stats(losses.build("ce", reduction="none"), logits, y, post)
+    assert torch.allclose(ce["grad_norm"], ce["brier"].sqrt(), atol=1e-12)
+    gra = weight_stats(losses.build("bsce_gra", reduction="none"), logits, y, post)
+    assert torch.allclose(gra["grad_norm"], gra["brier"] ** 1.5, atol=1e-10)
