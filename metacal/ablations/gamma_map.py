@@ -2,15 +2,13 @@
 
 FLγ-SECE variants: the output map |r| (paper), softplus(r), γ_max·sigmoid(r) (γ_max = 5), ReLU(r), with
 r = (x̃W + b)/τ; the temperature τ (paper: 0.01, fixed); the number of attention heads k (paper: k = K).
-The trainer fixes k = K, so the heads sweep swaps in a γ-Net with k heads (``runner.gamma_net_heads``).
+The heads sweep sets ``meta.gamma_net.num_heads`` (the trainer's default is k = K).
 """
 
 from __future__ import annotations
 
-from functools import partial
-
 from .page import Column, Section, Table, write_page
-from .runner import Variant, gamma_net_heads, gaussian_mixture_setting
+from .runner import Variant, gaussian_mixture_setting
 from .study import STUDIES, TEST_COLUMNS, StudyOptions, test_row, train_all
 
 
@@ -19,7 +17,9 @@ def _variant(output: str = "abs", tau: float = 0.01, heads: int | None = None) -
     ov = (f"meta.gamma_net.output={output}", f"meta.gamma_net.tau={tau}")
     if output == "sigmoid":
         ov += ("meta.gamma_net.gamma_max=5.0",)
-    return Variant(key, "flgamma_sece", ov, partial(gamma_net_heads, heads) if heads is not None else None)
+    if heads is not None:
+        ov += (f"meta.gamma_net.num_heads={heads}",)
+    return Variant(key, "flgamma_sece", ov)
 
 
 def variants(quick: bool) -> dict[str, list[Variant]]:

@@ -11,11 +11,10 @@ every epoch to a callback (for per-epoch diagnostics that need the model, not on
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -65,7 +64,6 @@ class Variant:
     key: str
     method: str
     overrides: tuple[str, ...] = ()
-    patch: Callable[[], contextlib.AbstractContextManager] | None = None  # context active while training
 
 
 @dataclass
@@ -111,8 +109,7 @@ def train_variant(setting: Setting, variant: Variant, run_dir: str | Path) -> Tr
     cfg = _load(setting, variant, ["run.save_checkpoints=false"])
     paths = prepare_run_dir(run_dir, overwrite=True)
     t0 = time.time()
-    with (variant.patch() if variant.patch else contextlib.nullcontext()):
-        result = train(cfg, paths)
+    result = train(cfg, paths)
     return TrainedRun(variant.key, variant.method, Path(run_dir), result.metrics, result.model, result.gamma_net,
                       list(result.state.history), time.time() - t0, cfg)
 
@@ -132,8 +129,7 @@ def train_epochwise(setting: Setting, variant: Variant, run_dir: str | Path,
         cfg = _load(setting, variant, [f"schedule.epochs={epoch}", "run.save_checkpoints=true"])
         # the milestones come from the full schedule (Setting.all_overrides) and stay fixed across calls
         paths = prepare_run_dir(run_dir, resume=i > 0, overwrite=i == 0)
-        with (variant.patch() if variant.patch else contextlib.nullcontext()):
-            result = train(cfg, paths, resume=i > 0)
+        result = train(cfg, paths, resume=i > 0)
         run = TrainedRun(variant.key, variant.method, Path(run_dir), result.metrics, result.model,
                          result.gamma_net, list(result.state.history), time.time() - t0, cfg)
         on_epoch(epoch, run)
@@ -164,29 +160,6 @@ def predict_logits(model: nn.Module, inputs: torch.Tensor, batch_size: int = 409
     out = [model(inputs[i:i + batch_size].to(device)).double().cpu() for i in range(0, len(inputs), batch_size)]
     model.train(was_training)
     return torch.cat(out)
-
-
-@contextlib.contextmanager
-def gamma_net_heads(num_heads: int) -> Iterator[None]:
-    """While active, every GammaNet the trainer builds has ``num_heads`` heads instead of K.
-
-    The trainer fixes num_heads = number of classes (seed 003) and has no config key for it; this replaces
-    ``metacal.meta.GammaNet`` (which the trainer looks up when it builds the meta step) for the duration.
-    """
-    import metacal.meta as meta
-
-    original = meta.GammaNet
-
-    class FixedHeadsGammaNet(original):  # type: ignore[misc, valid-type]
-        def __init__(self, feature_dim: int, num_heads_ignored: int = 0, **kwargs: Any) -> None:
-            kwargs.pop("num_heads", None)
-            super().__init__(feature_dim, num_heads, **kwargs)
-
-    meta.GammaNet = FixedHeadsGammaNet
-    try:
-        yield
-    finally:
-        meta.GammaNet = original
 
 
 def fashion_mnist_setting(epochs: int, hidden: Sequence[int] = (256, 256), max_steps: int | None = None,

@@ -57,8 +57,8 @@ class MetaSetup:
                                   f"(focal, dual_focal, inverse_focal, focal_gra, dual_focal_gra); loss "
                                   f"'{cfg.loss.name}' ignores it, so the γ-Net would get no hypergradient")
             self.gamma_net = components.construct(
-                "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim), num_heads=int(bundle.num_classes),
-                **m.gamma_net).to(accelerator.device)
+                "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim),
+                **{"num_heads": int(bundle.num_classes), **m.gamma_net}).to(accelerator.device)  # k = K (seed 003)
             self._broadcast(self.gamma_net)
             meta_params = list(self.gamma_net.parameters())
         else:

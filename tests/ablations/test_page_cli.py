@@ -1,4 +1,4 @@
-"""Page writer (Markdown + CSV) and the CLI's error handling; the γ-Net heads switch."""
+"""Page writer (Markdown + CSV) and the CLI's error handling."""
 
 import csv
 import io
@@ -7,7 +7,6 @@ import pytest
 
 from metacal.ablations.cli import main
 from metacal.ablations.page import Column, Section, Table, csv_text, markdown_table, write_page
-from metacal.ablations.runner import gamma_net_heads
 
 
 def test_markdown_and_csv_tables():
@@ -38,13 +37,3 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["no_such_study"])
     assert exc.value.code == 2
-
-
-def test_gamma_net_heads_switch_is_scoped():
-    import metacal.meta as meta
-
-    original = meta.GammaNet
-    with gamma_net_heads(3):
-        net = meta.GammaNet(feature_dim=8, num_heads=10, tau=0.01)
-        assert net.num_heads == 3 and net.attention.shape == (8, 3)
-    assert meta.GammaNet is original
