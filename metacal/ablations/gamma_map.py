@@ -7,9 +7,9 @@ The heads sweep sets ``meta.gamma_net.num_heads`` (the trainer's default is k = 
 
 from __future__ import annotations
 
-from .page import Column, Section, Table, write_page
-from .runner import Variant, gaussian_mixture_setting
-from .study import STUDIES, TEST_COLUMNS, StudyOptions, test_row, train_all
+from .page import write_page
+from .runner import Variant
+from .study import STUDIES, StudyOptions, meta_sweep_setting, sweep_sections
 
 
 def _variant(output: str = "abs", tau: float = 0.01, heads: int | None = None) -> Variant:
@@ -33,13 +33,8 @@ def variants(quick: bool) -> dict[str, list[Variant]]:
 
 @STUDIES.register("gamma_map")
 def run(opts: StudyOptions):
-    setting = (gaussian_mixture_setting(1500, 1000, 2, seed=opts.seed) if opts.quick
-               else gaussian_mixture_setting(20_000, 10_000, 30, hidden=(256, 256), seed=opts.seed))
-    sections = []
-    for group, vs in variants(opts.quick).items():
-        rows = [test_row(r) for r in train_all(opts, setting, vs)]
-        cols = [Column("variant", "γ-Net variant")] + TEST_COLUMNS
-        sections.append(Section(f"Sweep: {group}", tables=[Table(group.replace(" ", "_"), rows, cols)]))
+    setting = meta_sweep_setting(opts)
+    sections = sweep_sections(opts, setting, variants(opts.quick), "γ-Net variant")
     sections[0].text = ["The default γ-Net (seed 003) is output=abs, τ = 0.01, k = K heads; the τ and heads "
                         "sweeps vary one knob from it. In the full run the default row is in the output-map table."]
     intro = [f"FLγ-SECE (focal loss, per-sample γ from the γ-Net, meta-learned on SECE h = 0.01, backend jvp) on "

@@ -3,9 +3,9 @@ the SECE bandwidth h; soft (all-pairs soft-rank) vs hard (0/1) accuracy inside S
 
 from __future__ import annotations
 
-from .page import Column, Section, Table, write_page
-from .runner import Variant, gaussian_mixture_setting
-from .study import STUDIES, TEST_COLUMNS, StudyOptions, test_row, train_all
+from .page import write_page
+from .runner import Variant
+from .study import STUDIES, StudyOptions, meta_sweep_setting, sweep_sections
 
 
 def _obj(name: str) -> Variant:  # flgamma_dece carries no objective_params, so the objective's defaults apply
@@ -27,13 +27,8 @@ def variants(quick: bool) -> dict[str, list[Variant]]:
 
 @STUDIES.register("objective")
 def run(opts: StudyOptions):
-    setting = (gaussian_mixture_setting(1500, 1000, 2, seed=opts.seed) if opts.quick
-               else gaussian_mixture_setting(20_000, 10_000, 30, hidden=(256, 256), seed=opts.seed))
-    sections = []
-    for group, vs in variants(opts.quick).items():
-        rows = [test_row(r) for r in train_all(opts, setting, vs)]
-        sections.append(Section(f"Sweep: {group}", tables=[Table(group, rows, [Column("variant", "Meta objective")]
-                                                                  + TEST_COLUMNS)]))
+    setting = meta_sweep_setting(opts)
+    sections = sweep_sections(opts, setting, variants(opts.quick), "Meta objective")
     intro = [f"FLγ-* (focal loss with per-sample γ from the γ-Net, backend jvp) on {setting.label}; only the "
              "meta-validation objective changes (metacal.objectives, default parameters except where named; "
              "SECE default h = 0.01 with soft accuracy). The reference row (SECE, h = 0.01, soft) is in the "

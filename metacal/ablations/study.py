@@ -8,8 +8,8 @@ from typing import Any, Callable, Sequence
 
 from metacal.registry import Registry
 
-from .page import Column, PageResult
-from .runner import Setting, TrainedRun, Variant, train_variant
+from .page import Column, PageResult, Section, Table
+from .runner import Setting, TrainedRun, Variant, gaussian_mixture_setting, train_variant
 
 STUDIES: Registry[Callable[["StudyOptions"], PageResult]] = Registry("ablation study")
 
@@ -54,3 +54,21 @@ TEST_COLUMNS = [Column("error", "Error (%)", 100, 2), Column("nll", "NLL", 1, 3)
                 Column("s_per_epoch", "s/epoch", 1, 2)]
 
 
+
+
+def meta_sweep_setting(opts: StudyOptions) -> Setting:
+    """The γ-Net studies' data: a tiny Gaussian mixture in quick mode, 20k/10k samples and 30 epochs otherwise."""
+    if opts.quick:
+        return gaussian_mixture_setting(1500, 1000, 2, seed=opts.seed)
+    return gaussian_mixture_setting(20_000, 10_000, 30, hidden=(256, 256), seed=opts.seed)
+
+
+def sweep_sections(opts: StudyOptions, setting: Setting, groups: dict[str, list[Variant]],
+                   variant_label: str) -> list[Section]:
+    """Train every group of variants; one section with one table of test numbers per group."""
+    sections = []
+    for group, variants in groups.items():
+        rows = [test_row(r) for r in train_all(opts, setting, variants)]
+        columns = [Column("variant", variant_label)] + TEST_COLUMNS
+        sections.append(Section(f"Sweep: {group}", tables=[Table(group.replace(" ", "_"), rows, columns)]))
+    return sections
