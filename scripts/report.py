@@ -28,6 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--hb-bins", type=int, default=15, help="bins of histogram binning (default 15)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds every method should have (default: all seeds found under RUN_ROOT)")
+    ap.add_argument("--discussion", default=None, metavar="MD",
+                    help="Markdown file with the authors' interpretation, appended as the page's Discussion")
     return ap.parse_args(argv)
 
 
@@ -41,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.hb_bins < 1:
             raise ValueError(f"--hb-bins must be a positive integer, got {args.hb_bins}")
+        if args.discussion is not None and not Path(args.discussion).is_file():
+            raise FileNotFoundError(f"--discussion: no such file: {args.discussion}")
         result = build_report(args.root, out, title=args.title, num_bins=args.bins, hb_bins=args.hb_bins,
-                              command=command, expected_seeds=args.seeds)
+                              command=command, expected_seeds=args.seeds, discussion=args.discussion)
     except (ValueError, FileNotFoundError) as exc:
         print(f"report: error: {exc}", file=sys.stderr)
         return 2

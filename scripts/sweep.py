@@ -9,6 +9,7 @@ checkpoints (it died before the first one), started otherwise.
         [--jobs N] [--set k=v ...] [--dry-run] [--train-cmd "python scripts/train.py"]
 
 Run directories: OUT/<config-stem>/seed<S>. Log: OUT/sweep_log.jsonl (one line per run with its exit code),
+the command itself: OUT/sweep_command.txt (the report prints it),
 trainer output: OUT/logs/<stem>_seed<S>.log. Exit code 0 if every run succeeded (or was already finished),
 1 if any failed, 2 on bad input. Then: python scripts/report.py OUT
 """
@@ -22,7 +23,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from metacal.report.sweep_plan import default_train_cmd, execute_plan, format_plan, plan_sweep
+from metacal.report.sweep_plan import (SWEEP_COMMAND_FILE, default_train_cmd, execute_plan, format_plan,
+                                       plan_sweep)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return 0
     Path(args.out).mkdir(parents=True, exist_ok=True)
+    given = sys.argv[1:] if argv is None else argv
+    (Path(args.out) / SWEEP_COMMAND_FILE).write_text(shlex.join(["python", "scripts/sweep.py", *given]) + "\n")
     bar = tqdm(total=len(plan), desc="sweep", unit="run", dynamic_ncols=True)
 
     def progress(outcome) -> None:

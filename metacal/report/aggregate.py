@@ -25,6 +25,8 @@ from metacal.report.runs import Predictions, Run
 TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
 POSTHOC_KEYS = ("ece_ts_nll", "ece_ts_grid", "ece_hb")
 COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)
+# aggregated like the columns but not in the main table (the claim section reads them)
+EXTRA_KEYS = ("overconfidence", "t_nll")
 
 
 def mean_std(values: Sequence[float], ddof: int = 1) -> tuple[float, float, int]:
@@ -42,7 +44,8 @@ def _tensors(pred: Predictions) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def split_metrics(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
-    """The six Table-1 metrics of one split (fractions), with the same functions metacal.metrics.summary uses."""
+    """The six Table-1 metrics of one split (fractions), with the same functions metacal.metrics.summary uses,
+    and the over-confidence mean(conf) − accuracy."""
     from metacal import metrics
 
     probs, labels = _tensors(pred)
@@ -53,6 +56,8 @@ def split_metrics(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
         "mce": float(metrics.mce(probs, labels, num_bins)),
         "ace": float(metrics.ace(probs, labels, num_bins)),
         "classwise_ece": float(metrics.classwise_ece(probs, labels, num_bins)),
+        # mean confidence − accuracy: > 0 over-confident, < 0 under-confident (the sign ECE hides)
+        "overconfidence": float(probs.max(dim=1).values.double().mean() - (1.0 - metrics.error_rate(probs, labels))),
     }
 
 
@@ -85,7 +90,7 @@ def posthoc_metrics(val: Predictions, test: Predictions, num_bins: int = 15, hb_
 def run_numbers(run: Run, num_bins: int = 15, hb_bins: int = 15, posthoc: bool = True) -> dict[str, float]:
     """All table columns of one complete run (fractions; NaN where unavailable), ``from_predictions`` (1/0) and,
     with ``posthoc``, the fitted temperatures ``t_nll``/``t_grid``."""
-    row = {k: math.nan for k in COLUMN_KEYS}
+    row = {k: math.nan for k in COLUMN_KEYS + EXTRA_KEYS}
     if run.has_predictions("test"):
         test = run.predictions("test")
         row.update(split_metrics(test, num_bins))
@@ -159,7 +164,7 @@ def aggregate(
             incomplete=[f"{r.path.name}" for r in method_runs if not r.complete],
             per_run=numbers,
         )
-        for key in COLUMN_KEYS:
+        for key in COLUMN_KEYS + EXTRA_KEYS:
             row.stats[key] = mean_std([n.get(key, math.nan) for n in numbers.values()], ddof=ddof)
         rows.append(row)
     return rows

@@ -15,8 +15,10 @@ import numpy as np
 
 from metacal.report import figures
 from metacal.report.aggregate import MethodRow, aggregate
+from metacal.report.claim import claim_markdown
 from metacal.report.machine import machine_markdown
 from metacal.report.runs import Run, config_get, find_runs
+from metacal.report.sweep_plan import SWEEP_COMMAND_FILE
 from metacal.report.tables import csv_table, markdown_table
 
 BIN_COUNTS = (10, 20, 50, 100, 200, 500, 1000)
@@ -128,6 +130,11 @@ def _config_values(runs: Sequence[Run], keys: dict[str, str]) -> str:
     return "; ".join(parts)
 
 
+# what the page states about the schedule, from the runs' resolved configs
+SETUP_KEYS = {"data": "data.name", "model": "model.name", "epochs": "schedule.epochs",
+              "lr milestones": "schedule.milestones", "iterations per epoch (cap)": "run.max_steps_per_epoch",
+              "batch": "data.batch_size", "selection by validation": "eval.select_by"}
+
 FIGURE_CAPTIONS = {
     "reliability": "Reliability diagrams on the test set (seed 0 of each method; seed 003 Fig. 2)",
     "bins": "Test ECE (left) and MCE (right) against the number of equal-width bins, 10…1000 (seed 003 Fig. 5)",
@@ -145,8 +152,12 @@ def build_report(
     hb_bins: int = 15,
     command: str | None = None,
     expected_seeds: Sequence[int] | None = None,
+    discussion: str | Path | None = None,
 ) -> ReportResult:
-    """Write ``out`` (Markdown), ``out`` with .csv, and ``<stem>_*.png`` next to it, from the runs under ``root``."""
+    """Write ``out`` (Markdown), ``out`` with .csv, and ``<stem>_*.png`` next to it, from the runs under ``root``.
+
+    ``discussion``: a Markdown file of interpretation written by people, appended as the "Discussion" section.
+    """
     if num_bins < 1:
         raise ValueError(f"--bins must be a positive integer, got {num_bins}")
     root, out = Path(root), Path(out)
@@ -171,8 +182,11 @@ def build_report(
               "```", "", f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} on:", "",
               machine_markdown().rstrip(), ""]
     lines += [f"Runs: `{root}` — {len(rows)} methods, {n_complete} complete runs of {len(runs)} run directories."]
-    setup = _config_values(runs, {"data": "data.name", "model": "model.name", "epochs": "schedule.epochs"})
-    lines += [f"From the runs' config.yaml: {setup}.", ""] if setup else [""]
+    sweep_cmd = root / SWEEP_COMMAND_FILE
+    if sweep_cmd.is_file():
+        lines += ["", "The runs were produced by:", "", "```", sweep_cmd.read_text(encoding="utf-8").strip(), "```"]
+    setup = _config_values(runs, SETUP_KEYS)
+    lines += ["", f"From the runs' config.yaml: {setup}.", ""] if setup else [""]
     lines += ["## Test metrics, mean ± std over seeds", "", markdown_table(rows).rstrip(), ""]
     lines += [
         f"Error, ECE, MCE, ACE, classwise ECE in %, NLL in nats; equal-width ECE/MCE/classwise ECE and equal-mass "
@@ -199,6 +213,10 @@ def build_report(
                      + ", ".join(from_saved))
     if notes:
         lines += ["Missing or incomplete runs:", ""] + [f"- {n}" for n in notes] + [""]
+    select_by = ", ".join(sorted({str(v) for r in runs if (v := config_get(r.config, "eval.select_by"))})) or "error"
+    lines += claim_markdown(rows, select_by)
+    if discussion is not None:
+        lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
     lines += ["## Figures", ""]
     for key, path in made.items():
         rel = os.path.relpath(path, out.parent)

@@ -7,7 +7,7 @@ import io
 import math
 from typing import Sequence
 
-from metacal.report.aggregate import COLUMN_KEYS, MethodRow
+from metacal.report.aggregate import COLUMN_KEYS, EXTRA_KEYS, MethodRow
 
 # key → (Markdown header, factor applied for people). NLL is in nats and time in seconds, as in seed 003.
 COLUMNS: dict[str, tuple[str, float]] = {
@@ -64,18 +64,18 @@ def markdown_table(rows: Sequence[MethodRow], digits: int = 3) -> str:
 
 def csv_table(rows: Sequence[MethodRow]) -> str:
     """CSV with one row per method: method, label, n_runs, seeds, missing_seeds, then ``<key>_mean``,
-    ``<key>_std``, ``<key>_n`` for every column — fractions (NLL in nats, time in seconds); empty = unavailable."""
+    ``<key>_std``, ``<key>_n`` for every column and EXTRA_KEYS — fractions (NLL in nats, time in seconds); empty = unavailable."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     header = ["method", "label", "n_runs", "seeds", "missing_seeds"]
-    for key in COLUMN_KEYS:
+    for key in COLUMN_KEYS + EXTRA_KEYS:
         header += [f"{key}_mean", f"{key}_std", f"{key}_n"]
     writer.writerow(header)
     for row in rows:
         out = [row.method, row.label, row.num_runs, " ".join(map(str, row.seeds)),
                " ".join(map(str, row.missing_seeds))]
-        for key in COLUMN_KEYS:
-            mean, std, n = row.stats[key]
+        for key in COLUMN_KEYS + EXTRA_KEYS:
+            mean, std, n = row.stats.get(key, (math.nan, math.nan, 0))
             out += [repr(mean) if math.isfinite(mean) else "", repr(std) if math.isfinite(std) else "", n]
         writer.writerow(out)
     return buf.getvalue()

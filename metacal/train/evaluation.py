@@ -76,9 +76,9 @@ def predict(
     )
 
 
-def summarize(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
+def summarize(pred: Predictions, num_bins: int = 15, binning_free: bool = True) -> dict[str, float]:
     """metacal.metrics.summary on the softmax probabilities, plus γ mean/std when a γ-Net ran."""
-    out = _plain(metrics.summary(pred.probs(), pred.labels, num_bins=num_bins))
+    out = _plain(metrics.summary(pred.probs(), pred.labels, num_bins=num_bins, binning_free=binning_free))
     if pred.gamma is not None and pred.gamma.numel() > 0:
         out["gamma_mean"] = float(pred.gamma.mean())
         out["gamma_std"] = float(pred.gamma.std(unbiased=False))

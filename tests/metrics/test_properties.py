@@ -47,6 +47,10 @@ def test_summary_keys_and_values_agree_with_single_metrics():
     assert s["classwise_ece"] == pytest.approx(M.classwise_ece(probs, labels, 10).item(), abs=1e-12)
     assert s["nll"] == pytest.approx(torch.nn.functional.nll_loss(probs.log(), labels).item(), abs=1e-12)
     assert all(isinstance(v, float) and math.isfinite(v) for k, v in s.items() if k not in ("n", "num_classes"))
+    # the trainer's cheap per-epoch view: the same numbers without the binning-free estimators
+    cheap = M.summary(probs, labels, num_bins=10, binning_free=False)
+    assert M.BINNING_FREE_KEYS == ("sece", "kde_ece", "smece")
+    assert cheap == {k: v for k, v in s.items() if k not in M.BINNING_FREE_KEYS}
 
 
 def test_accumulator_streams_logits_and_probs_and_gathers():

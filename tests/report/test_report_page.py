@@ -67,16 +67,25 @@ def _run_cli(argv):
 
 def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
     out = tmp_path / "docs" / "fmnist.md"
-    assert _run_cli([str(sweep_root), "--out", str(out), "--title", "Synthetic sweep"]) == 0
+    (sweep_root / "sweep_command.txt").write_text("python scripts/sweep.py --configs a.yaml --seeds 0 1 --out x\n")
+    discussion = tmp_path / "discussion.md"
+    discussion.write_text("Written by people: why CE is over-confident here.\n")
+    argv = [str(sweep_root), "--out", str(out), "--title", "Synthetic sweep", "--discussion", str(discussion)]
+    assert _run_cli(argv) == 0
     text = out.read_text()
+    # the sweep that made the runs, the claim check and the people's discussion, in this order
+    assert "The runs were produced by:\n\n```\npython scripts/sweep.py --configs a.yaml --seeds 0 1 --out x\n```" in text
+    assert text.index("## Test metrics") < text.index("## The claim under test") < text.index("## Discussion")
+    assert "## Discussion\n\nWritten by people: why CE is over-confident here.\n" in text
+    assert "| CE | " in text.split("### Direction of the miscalibration")[1]
     assert text.startswith("# Synthetic sweep\n")
     # the exact regeneration command and the machine, read not typed
-    assert f"python scripts/report.py {sweep_root} --out {out} --title 'Synthetic sweep'" in text
+    assert f"python scripts/report.py {sweep_root} --out {out} --title 'Synthetic sweep' --discussion {discussion}" in text
     assert f"torch: {torch.__version__}" in text and f"platform: {platform.platform()}" in text
     assert "From the runs' config.yaml: data: synthetic." in text
     assert f"cpu: {cpu_model()}" in text and f"cores: {os.cpu_count()}" in text
     # first table: Table-1 columns, paper labels, unknown stems as is, seeds with missing ones named
-    table = [ln for ln in text.splitlines() if ln.startswith("|")]
+    table = [ln for ln in text.split("## The claim under test")[0].splitlines() if ln.startswith("|")]
     assert "ECE (%)" in table[0] and "Error (%)" in table[0] and "ECE after HB (%)" in table[0]
     labels = [ln.split("|")[1].strip() for ln in table[2:]]
     assert labels == ["CE", "FLγ-SECE", "my_loss"]
@@ -119,6 +128,7 @@ def _corrupt_run(root):
     (lambda root: root.mkdir(), ["--out", "x.txt"], "must name a Markdown file"),
     (lambda root: root.mkdir(), ["--bins", "0"], "--bins must be a positive integer"),
     (_corrupt_run, [], "cannot read predictions file"),
+    (lambda root: root.mkdir(), ["--discussion", "nope.md"], "--discussion: no such file: nope.md"),
 ])  # fmt: skip
 def test_report_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, make, argv_extra, message):
     root = tmp_path / "root"

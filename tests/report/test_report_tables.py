@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from metacal.report.aggregate import COLUMN_KEYS, MethodRow, mean_std
+from metacal.report.aggregate import COLUMN_KEYS, EXTRA_KEYS, MethodRow, mean_std
 from metacal.report.tables import csv_table, format_cell, markdown_table
 
 
@@ -52,7 +52,7 @@ def test_csv_round_trip_in_fractions():
     rows = list(csv.DictReader(io.StringIO(csv_table(ROWS))))
     assert [r["label"] for r in rows] == ["CE", "FLγ-SECE"]
     assert set(rows[0]) == {"method", "label", "n_runs", "seeds", "missing_seeds"} | {
-        f"{k}_{s}" for k in COLUMN_KEYS for s in ("mean", "std", "n")}
+        f"{k}_{s}" for k in COLUMN_KEYS + EXTRA_KEYS for s in ("mean", "std", "n")}
     assert float(rows[0]["error_mean"]) == pytest.approx(0.13, abs=1e-15)
     assert float(rows[0]["error_std"]) == pytest.approx(math.sqrt(0.0013), abs=1e-15)
     assert rows[0]["seeds"] == "0 1 2" and rows[0]["n_runs"] == "3"

@@ -4,6 +4,7 @@ trainer (exit codes, log, skipping on a second pass), and one-line errors for ba
 import importlib.util
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -121,6 +122,7 @@ def test_sweep_runs_logs_and_fails_on_failed_run(grid, capsys, monkeypatch):
     cfgs = [str(configs / f"{s}.yaml") for s in ("ce", "focal", "bad", "nodone")]
     argv = ["--configs", *cfgs, "--seeds", "0", "1", "--out", str(out), "--train-cmd", train_cmd, "--jobs", "2"]
     assert _sweep_main(argv) == 1  # bad (exit 3) and nodone (exit 0 without DONE) failed
+    assert (out / "sweep_command.txt").read_text() == "python scripts/sweep.py " + shlex.join(argv) + "\n"
     log = [json.loads(line) for line in (out / "sweep_log.jsonl").read_text().splitlines()]
     by_name = {(Path(r["config"]).stem, r["seed"]): r for r in log}
     assert len(log) == 8

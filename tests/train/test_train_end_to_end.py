@@ -39,6 +39,14 @@ def check_run_dir(run_dir, n_test: int = 120, num_classes: int = 4) -> dict:
     history = json.loads((run_dir / "history.json").read_text())
     errors = [h["val"]["error"] for h in history]
     assert metrics["epoch"] == 1 + int(np.argmin(errors))
+    # the binning-free estimators are computed exactly at the epochs that improved validation error
+    improved = [e < min(errors[:i], default=np.inf) for i, e in enumerate(errors)]
+    from metacal.metrics import BINNING_FREE_KEYS
+
+    for rec, better in zip(history, improved):
+        for split in ("val", "test"):
+            assert (set(BINNING_FREE_KEYS) <= set(rec[split])) == better, (rec["epoch"], split)
+            assert SUMMARY_KEYS - set(BINNING_FREE_KEYS) <= set(rec[split])
     return metrics
 
 

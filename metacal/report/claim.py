@@ -1,0 +1,91 @@
+"""Seed 003's central claim, checked on an aggregated results table, and the direction of each method's
+miscalibration — the generated part of a results page's discussion.
+
+Claim (seed 003 §1/§5): FLγ-SECE reaches the lowest ECE among the training-time methods while its error
+stays within 0.5 points of CE's. Checked on means over seeds; every number is read from the rows, the
+checkpoint of every run having been chosen on validation data (``eval.select_by``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from metacal.report.aggregate import MethodRow
+from metacal.report.labels import method_label
+
+ERROR_MARGIN = 0.005  # "within 0.5 points of CE" (fractions)
+
+
+def _find(rows: Sequence[MethodRow], method: str) -> MethodRow | None:
+    """The row of a config stem, accepting the stem's aliases through its display label."""
+    label = method_label(method)
+    return next((r for r in rows if r.method == method or r.label == label), None)
+
+
+def _pct(stats: tuple[float, float, int]) -> str:
+    mean, std, n = stats
+    if not math.isfinite(mean):
+        return "n/a"
+    return f"{100 * mean:.2f} ± {100 * std:.2f}%" if n > 1 and math.isfinite(std) else f"{100 * mean:.2f}%"
+
+
+def check_claim(rows: Sequence[MethodRow], method: str = "flgamma_sece", baseline: str = "ce",
+                margin: float = ERROR_MARGIN) -> dict[str, object] | None:
+    """Numbers behind the claim: ECE rank of ``method`` among all rows, its error gap to ``baseline``
+    (fractions), the lowest-ECE method, and ``supported`` (both parts hold). None when a row is missing."""
+    target, base = _find(rows, method), _find(rows, baseline)
+    ranked = sorted((r for r in rows if math.isfinite(r.stats["ece"][0])), key=lambda r: r.stats["ece"][0])
+    if target is None or base is None or target not in ranked or not math.isfinite(base.stats["error"][0]):
+        return None
+    gap = target.stats["error"][0] - base.stats["error"][0]
+    rank = ranked.index(target) + 1
+    lowest = rank == 1
+    within = gap <= margin + 1e-12  # 0.055 − 0.050 is 0.005000…04 in floating point
+    return {"target": target, "baseline": base, "best": ranked[0], "rank": rank, "n_methods": len(ranked),
+            "error_gap": gap, "lowest_ece": lowest, "error_within": within, "supported": lowest and within,
+            "better": ranked[: rank - 1]}
+
+
+def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error") -> list[str]:
+    """The "claim under test" section: the verdict with its numbers, then the direction table."""
+    lines = ["## The claim under test", "",
+             f"Seed 003: {method_label('flgamma_sece')} reaches the lowest ECE among training-time methods with "
+             f"error within {100 * ERROR_MARGIN:.1f} points of {method_label('ce')}. Each run's checkpoint is its best "
+             f"validation-{select_by} epoch; no choice used test labels. Means over seeds:", ""]
+    result = check_claim(rows)
+    if result is None:
+        return lines + ["Not checkable: the table lacks the FLγ-SECE or the CE row (or their numbers).", ""]
+    t, b, best = result["target"], result["baseline"], result["best"]
+    gap = 100 * float(result["error_gap"])
+    lines += [
+        f"- Error: {t.label} {_pct(t.stats['error'])} vs {b.label} {_pct(b.stats['error'])}: "
+        f"{gap:+.2f} points — {'within' if result['error_within'] else 'NOT within'} {100 * ERROR_MARGIN:.1f}.",
+        f"- ECE: {t.label} {_pct(t.stats['ece'])}, rank {result['rank']} of {result['n_methods']} methods; "
+        f"lowest: {best.label} {_pct(best.stats['ece'])}.",
+    ]
+    if result["better"]:
+        lines.append("- Lower mean ECE than FLγ-SECE: "
+                     + ", ".join(f"{r.label} ({100 * r.stats['ece'][0]:.2f}%)" for r in result["better"]) + ".")
+    lines += ["", f"**Verdict on this data: {'supported' if result['supported'] else 'not supported'}.**", ""]
+    lines += direction_markdown(rows)
+    return lines
+
+
+def direction_markdown(rows: Sequence[MethodRow]) -> list[str]:
+    """Per method: ECE, mean confidence − accuracy (the sign ECE hides) and the temperature TS-NLL fits
+    (T > 1: the logits were over-confident; T < 1: under-confident)."""
+    lines = ["### Direction of the miscalibration", "",
+             "| Method | ECE (%) | confidence − accuracy (points) | direction | T fitted by TS-NLL |",
+             "|---|---:|---:|---|---:|"]
+    for r in rows:
+        over, _, n = r.stats.get("overconfidence", (math.nan, math.nan, 0))
+        temp = r.stats.get("t_nll", (math.nan, math.nan, 0))[0]
+        if n == 0 or not math.isfinite(over):
+            continue
+        direction = "over-confident" if over > 0 else "under-confident"
+        t_cell = f"{temp:.3f}" if math.isfinite(temp) else "n/a"
+        lines.append(f"| {r.label} | {100 * r.stats['ece'][0]:.2f} | {100 * over:+.2f} | {direction} | {t_cell} |")
+    lines += ["", "Means over seeds, test set. ECE is |confidence − accuracy| per bin and so cannot tell the two "
+              "failure modes apart; these columns can.", ""]
+    return lines

@@ -1,0 +1,77 @@
+"""The generated claim check (seed 003: lowest ECE with error within 0.5 points of CE) and the direction table."""
+
+import math
+
+import numpy as np
+import pytest
+
+from metacal.report.aggregate import MethodRow, aggregate
+from metacal.report.claim import check_claim, claim_markdown, direction_markdown
+from metacal.report.runs import find_runs
+
+
+def row(method: str, label: str, error: float, ece: float, over: float = math.nan, t: float = math.nan) -> MethodRow:
+    r = MethodRow(method=method, label=label, seeds=[0, 1], missing_seeds=[])
+    r.stats = {"error": (error, 0.001, 2), "ece": (ece, 0.002, 2), "overconfidence": (over, 0.0, 2),
+               "t_nll": (t, 0.0, 2)}
+    return r
+
+
+def table(fl_error: float, fl_ece: float, focal_ece: float = 0.02) -> list[MethodRow]:
+    return [row("ce", "CE", 0.050, 0.030, +0.025, 1.4), row("focal", "Focal", 0.060, focal_ece, -0.015, 0.8),
+            row("flgamma_sece", "FLγ-SECE", fl_error, fl_ece, -0.004, 0.95)]
+
+
+def test_supported_when_lowest_ece_and_error_within_half_a_point():
+    result = check_claim(table(fl_error=0.054, fl_ece=0.010))
+    assert result["supported"] and result["rank"] == 1 and result["n_methods"] == 3
+    assert result["error_gap"] == pytest.approx(0.004) and result["better"] == []
+    text = "\n".join(claim_markdown(table(0.054, 0.010)))
+    assert "+0.40 points — within 0.5" in text and "rank 1 of 3" in text
+    assert "**Verdict on this data: supported.**" in text
+
+
+@pytest.mark.parametrize("fl_error, fl_ece, focal_ece, lowest, within, better", [
+    (0.056, 0.010, 0.020, True, False, []),          # error 0.6 points above CE
+    (0.055, 0.010, 0.020, True, True, []),           # exactly 0.5 points: within (not lost to rounding)
+    (0.045, 0.025, 0.020, False, True, ["Focal"]),   # better error, but Focal has the lower ECE
+    (0.070, 0.040, 0.020, False, False, ["Focal", "CE"]),
+])  # fmt: skip
+def test_each_half_of_the_claim(fl_error, fl_ece, focal_ece, lowest, within, better):
+    result = check_claim(table(fl_error, fl_ece, focal_ece))
+    assert result["lowest_ece"] is lowest and result["error_within"] is within
+    assert result["supported"] is (lowest and within)
+    assert [r.label for r in result["better"]] == better
+    text = "\n".join(claim_markdown(table(fl_error, fl_ece, focal_ece)))
+    assert ("**Verdict on this data: supported.**" in text) is (lowest and within)
+    assert ("NOT within" in text) is (not within)
+
+
+def test_missing_rows_are_not_checkable():
+    assert check_claim(table(0.05, 0.01)[:2]) is None
+    assert check_claim(table(0.05, 0.01)[1:]) is None
+    assert "Not checkable" in "\n".join(claim_markdown(table(0.05, 0.01)[:2]))
+
+
+def test_direction_table_signs_and_temperatures():
+    lines = direction_markdown(table(0.054, 0.010))
+    body = [ln for ln in lines if ln.startswith("| ") and not ln.startswith("| Method")]
+    assert body[0] == "| CE | 3.00 | +2.50 | over-confident | 1.400 |"
+    assert body[1] == "| Focal | 2.00 | -1.50 | under-confident | 0.800 |"
+    assert len(body) == 3
+
+
+def test_overconfidence_is_mean_confidence_minus_accuracy(tmp_path, run_writer):
+    for seed in (0, 1):
+        run_writer(tmp_path / "ce" / f"seed{seed}", seed, n=300, k=4, sharpness=3.0)  # sharpened: over-confident
+    [ce] = aggregate(find_runs(tmp_path))
+    expected = []
+    for seed in (0, 1):
+        with np.load(tmp_path / "ce" / f"seed{seed}" / "predictions" / "test.npz") as f:
+            z, y = f["logits"].astype(np.float64), f["labels"]
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        expected.append(p.max(1).mean() - (p.argmax(1) == y).mean())
+    mean, std, n = ce.stats["overconfidence"]
+    assert n == 2 and mean == pytest.approx(np.mean(expected), abs=1e-6) and mean > 0.05
+    assert ce.stats["t_nll"][0] > 1.0  # TS agrees: an over-confident model is cooled by T > 1
