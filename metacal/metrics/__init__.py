@@ -25,12 +25,12 @@ from .inputs import check_probs_labels, top_label
 from .kde import kde_ece, kde_ece_from_confidence
 from .scores import brier, error_rate, nll
 from .smooth import sece_metric, sece_metric_from_confidence, smece, smece_from_confidence
-from .summary import BINNING_FREE_KEYS, SUMMARY_KEYS, summary
+from .summary import BINNING_FREE_KEYS, SUMMARY_KEYS, binning_free_summary, summary
 
 __all__ = [
     "CalibrationAccumulator", "BinStatistics", "bin_index", "bin_statistics", "ace", "calibration_error",
     "calibration_error_from_confidence", "ece", "ece_sweep", "ece_sweep_from_confidence", "ece_vs_bins",
     "ks_error", "ks_error_from_confidence", "mce", "rmsce", "classwise_ace", "classwise_ece",
     "check_probs_labels", "top_label", "kde_ece", "kde_ece_from_confidence", "brier", "error_rate", "nll",
-    "sece_metric", "sece_metric_from_confidence", "smece", "smece_from_confidence", "SUMMARY_KEYS", "BINNING_FREE_KEYS", "summary",
+    "sece_metric", "sece_metric_from_confidence", "smece", "smece_from_confidence", "SUMMARY_KEYS", "BINNING_FREE_KEYS", "binning_free_summary", "summary",
 ]  # fmt: skip

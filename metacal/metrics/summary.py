@@ -15,7 +15,7 @@ SUMMARY_KEYS = (
     "n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce",
     "classwise_ece", "sece", "kde_ece", "smece",
 )  # fmt: skip
-BINNING_FREE_KEYS = ("sece", "kde_ece", "smece")  # the O(N²)/O(N·grid) estimators: ~1 s each at N = 10,000
+BINNING_FREE_KEYS = ("sece", "kde_ece", "smece")  # SECE and KDE-ECE are O(N²): ~1 s each at N = 10,000
 
 
 def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15,
@@ -44,7 +44,20 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15,
         "classwise_ece": float(classwise_ece(probs, labels, num_bins)),
     }
     if binning_free:
-        out["sece"] = float(sece_metric_from_confidence(conf, correct))
-        out["kde_ece"] = float(kde_ece_from_confidence(conf, correct))
-        out["smece"] = float(smece_from_confidence(conf, correct))
+        out.update(_binning_free(conf, correct))
     return out
+
+
+def binning_free_summary(probs: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Exactly the ``BINNING_FREE_KEYS`` of :func:`summary` (the trainer adds them for the selected epoch)."""
+    check_probs_labels(probs, labels)
+    conf, _, correct = top_label(probs.detach(), labels.to(probs.device))
+    return _binning_free(conf, correct)
+
+
+def _binning_free(conf: torch.Tensor, correct: torch.Tensor) -> dict[str, float]:
+    return {
+        "sece": float(sece_metric_from_confidence(conf, correct)),
+        "kde_ece": float(kde_ece_from_confidence(conf, correct)),
+        "smece": float(smece_from_confidence(conf, correct)),
+    }

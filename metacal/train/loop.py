@@ -215,16 +215,14 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         # ---- evaluate, select, log, checkpoint ---------------------------------------------------
         val = predict(model, val_loader, accelerator, gamma_net)
         loss_fn.update_from_validation(val.logits.to(accelerator.device), val.labels.to(accelerator.device))
-        # the binning-free estimators (≈1 s each at N = 10,000) only for the epochs that may be selected
+        # per epoch without the O(N²) binning-free estimators; finalize adds them for the selected epoch
         val_m = summarize(val, cfg.eval.num_bins, binning_free=False)
         score = selection_score(val_m, cfg.eval.select_by)
         improved = score < state.best_score
-        if improved:
-            val_m = summarize(val, cfg.eval.num_bins)
         test, test_m = None, None
         if cfg.eval.test_every_epoch or improved:
             test = predict(model, test_loader, accelerator, gamma_net)
-            test_m = summarize(test, cfg.eval.num_bins, binning_free=improved)
+            test_m = summarize(test, cfg.eval.num_bins, binning_free=False)
         train_m = {"loss": _mean_over_processes(accelerator, acc.loss_sum / max(acc.count, 1)), "lr": lr}
         if meta is not None:
             train_m["meta_objective"] = _mean_over_processes(accelerator, acc.meta_sum / max(acc.meta_count, 1))

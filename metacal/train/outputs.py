@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
+from metacal.metrics import binning_free_summary
+
 from .atomic_io import write_text_atomic
 from .checkpoint import TrainState
 from .config import Config, flatten, to_dict
@@ -22,13 +24,18 @@ from .tb_logging import TBLogger
 
 
 def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger) -> dict[str, Any]:
-    """Write metrics.json (best epoch: val, test, test after TS), reliability.png and history.json."""
+    """Write metrics.json (best epoch: val, test, test after TS), reliability.png and history.json.
+
+    The per-epoch metrics lack the binning-free estimators (O(N²)); they are added here for the selected
+    epoch, from its saved predictions — the same logits the epoch's metrics were computed from."""
     result: dict[str, Any] = {"epoch": state.best_epoch, "select_by": cfg.eval.select_by,
                               "val": state.best_metrics.get("val"), "test": state.best_metrics.get("test"),
                               "test_after_ts": None}
     if not accelerator.is_main_process:
         return result
     val, test = load_predictions(paths.predictions / "val.npz"), load_predictions(paths.predictions / "test.npz")
+    for split, pred in (("val", val), ("test", test)):  # SECE, KDE-ECE, smECE: only for the selected epoch
+        result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs(), pred.labels)}
     result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     write_text_atomic(paths.history, json.dumps(state.history, indent=2))

@@ -51,6 +51,7 @@ def test_summary_keys_and_values_agree_with_single_metrics():
     cheap = M.summary(probs, labels, num_bins=10, binning_free=False)
     assert M.BINNING_FREE_KEYS == ("sece", "kde_ece", "smece")
     assert cheap == {k: v for k, v in s.items() if k not in M.BINNING_FREE_KEYS}
+    assert M.binning_free_summary(probs, labels) == {k: s[k] for k in M.BINNING_FREE_KEYS}
 
 
 def test_accumulator_streams_logits_and_probs_and_gathers():
