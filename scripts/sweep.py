@@ -24,7 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from metacal.report.sweep_plan import (SWEEP_COMMAND_FILE, default_train_cmd, execute_plan, format_plan,
-                                       plan_sweep)
+                                       plan_sweep, split_shared_bases)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -50,10 +50,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--train-cmd is empty")
         if args.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-        plan = plan_sweep(args.configs, args.seeds, args.out, train_cmd, args.overrides)
+        configs, bases = split_shared_bases(args.configs)
+        plan = plan_sweep(configs, args.seeds, args.out, train_cmd, args.overrides)
     except (ValueError, FileNotFoundError) as exc:
         print(f"sweep: error: {exc}", file=sys.stderr)
         return 2
+    if bases:
+        print("not methods (other configs use them as base:): " + ", ".join(map(str, bases)))
     print(format_plan(plan))
     if args.dry_run:
         return 0

@@ -76,6 +76,26 @@ def build_command(
     return cmd
 
 
+def split_shared_bases(configs: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
+    """(methods, bases): a listed config that another listed config names under ``base:`` is a shared base
+    (``configs/<dataset>/base.yaml``), not a method of the grid — so ``--configs configs/x/*.yaml`` works."""
+    import yaml
+
+    paths = [Path(c) for c in configs]
+    named: set[Path] = set()
+    for p in paths:
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) if p.is_file() else None
+        except (OSError, yaml.YAMLError):
+            continue  # the trainer reports a broken file with its own message
+        base = data.get("base") if isinstance(data, dict) else None
+        for b in [base] if isinstance(base, str) else (base or []):
+            if isinstance(b, str):
+                named.add((p.parent / b).resolve())
+    methods = [p for p in paths if p.resolve() not in named]
+    return methods, [p for p in paths if p.resolve() in named]
+
+
 def plan_sweep(
     configs: Sequence[str | Path],
     seeds: Sequence[int],

@@ -163,3 +163,26 @@ def test_sweep_bad_input_is_one_line_exit_2(grid, capsys):
     code = _sweep_main(["--configs", str(configs / "ce.yaml"), "--seeds", "0", "--out", str(out),
                         "--train-cmd", str(out / "no-such-trainer")])
     assert code == 1
+
+
+def test_shared_base_configs_are_not_methods(tmp_path, capsys):
+    """``--configs configs/<dataset>/*.yaml`` also matches base.yaml; a file another listed config names
+    under ``base:`` is skipped (both the string and the list form of ``base:``)."""
+    from metacal.report.sweep_plan import split_shared_bases
+
+    d = tmp_path / "configs" / "data"
+    (tmp_path / "configs" / "methods").mkdir(parents=True)
+    d.mkdir()
+    (d / "base.yaml").write_text("data:\n  name: mnist1d\n")
+    (tmp_path / "configs" / "methods" / "focal.yaml").write_text("loss:\n  name: focal\n")
+    (d / "ce.yaml").write_text("base: base.yaml\n")
+    (d / "focal.yaml").write_text("base: [base.yaml, ../methods/focal.yaml]\n")
+    (d / "alone.yaml").write_text("loss:\n  name: ce\n")
+    listed = sorted(d.glob("*.yaml"))
+    methods, bases = split_shared_bases(listed)
+    assert [p.name for p in methods] == ["alone.yaml", "ce.yaml", "focal.yaml"] and bases == [d / "base.yaml"]
+    assert split_shared_bases([d / "base.yaml"]) == ([d / "base.yaml"], [])  # alone, a base is a config
+    code = _sweep_main(["--configs", *map(str, listed), "--seeds", "0", "--out", str(tmp_path / "o"), "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0 and f"not methods (other configs use them as base:): {d / 'base.yaml'}" in out
+    assert "3 runs: 0 skip, 0 resume, 0 restart, 3 start" in out
