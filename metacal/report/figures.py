@@ -140,14 +140,19 @@ def plot_pareto(points: Mapping[str, tuple[float, float, float, float]], path: P
 
 def plot_epoch_curves(series: Mapping[str, Series], path: Path, ylabel: str, scale: float = 100.0) -> Path:
     """One line (mean over seeds, ±std band) per method against the epoch (Fig. 3a–b)."""
-    fig = Figure(figsize=(6, 4))
+    from cycler import cycler
+    from matplotlib import colormaps
+
+    fig = Figure(figsize=(7, 4))
     ax = fig.add_subplot(1, 1, 1)
+    # up to 20 methods with distinct colours; solid/dashed alternate so neighbours in the legend differ twice
+    ax.set_prop_cycle(cycler(color=colormaps["tab20"].colors) + cycler(linestyle=["-", "--"] * 10))
     for label, s in series.items():
         _band(ax, *s, label=label, scale=scale)
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # outside: the curves stay visible
     return _save(fig, path)
 
 
