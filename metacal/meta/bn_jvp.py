@@ -10,7 +10,10 @@ statistics per channel, biased variance, as train-mode BN) and y = w·x̂ + b, t
 Jacobian in train mode is symmetric per channel), so it equals BN's input VJP applied to ẋ, computed by
 the fused ``native_batch_norm_backward`` kernel; ẇ·x̂ + ḃ = (ẇ·σ⁻¹)·x + (ḃ − ẇ·σ⁻¹·μ) is a per-channel
 scale and shift of x with the saved batch statistics. The primal is ``native_batch_norm`` in training mode WITHOUT running
-statistics, so the JVP pass never updates running statistics. Exactness is covered by the jvp-vs-higher
+statistics, so the JVP pass never updates running statistics; when the recorder of the real forward
+(:class:`metacal.meta.replay.PrimalRecorder`) holds this call's batch statistics, the primal applies them
+instead (eval-mode kernel with running variance σ⁻², eps 0 — a tenth of the cost of recomputing them on
+CPU, docs/performance.md). Exactness is covered by the jvp-vs-higher
 tests on BN networks (float64, 1e-8).
 """
 
@@ -21,6 +24,8 @@ from typing import Iterator
 
 import torch
 from torch import nn
+
+from .replay import PrimalRecorder
 
 _PLAIN_BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 
@@ -33,14 +38,18 @@ class _TrainBatchNorm(torch.autograd.Function):
     """y = BN_train(x; w, b) with batch statistics, and the tangent rule above (forward mode only)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, eps):
-        out, mean, invstd = torch.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)
+    def forward(ctx, x, weight, bias, eps, stats):
+        if stats is None:
+            out, mean, invstd = torch.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)
+        else:  # the real forward's batch statistics of this very input
+            mean, invstd = stats
+            out = torch.native_batch_norm(x, weight, bias, mean, invstd.pow(-2), False, 0.0, 0.0)[0]
         ctx.save_for_forward(x, weight, mean, invstd)
         ctx.eps = eps
         return out
 
     @staticmethod
-    def jvp(ctx, x_t, weight_t, bias_t, _eps_t):
+    def jvp(ctx, x_t, weight_t, bias_t, _eps_t, _stats_t):
         x, weight, mean, invstd = ctx.saved_tensors
         out = None
         if x_t is not None:  # a·(ẋ − mean(ẋ) − x̂·mean(ẋ·x̂)): BN's input-Jacobian is symmetric → its VJP kernel
@@ -60,23 +69,25 @@ class _TrainBatchNorm(torch.autograd.Function):
         return out if out is not None else torch.zeros_like(x)
 
 
-def _lean_forward(module: nn.modules.batchnorm._BatchNorm):
+def _lean_forward(module: nn.modules.batchnorm._BatchNorm, recorder: PrimalRecorder | None):
     def forward(x: torch.Tensor) -> torch.Tensor:
         module._check_input_dim(x)
-        return _TrainBatchNorm.apply(x, module.weight, module.bias, module.eps)
+        stats = recorder.pop_batch_stats(module, x) if recorder is not None else None
+        return _TrainBatchNorm.apply(x, module.weight, module.bias, module.eps, stats)
 
     return forward
 
 
 @contextmanager
-def lean_batchnorm(model: nn.Module) -> Iterator[None]:
+def lean_batchnorm(model: nn.Module, recorder: PrimalRecorder | None = None) -> Iterator[None]:
     """Within the block, every plain BatchNorm{1,2,3}d in training mode uses :class:`_TrainBatchNorm`
-    (batch statistics, running statistics untouched). Other normalisation layers are left as they are."""
+    (batch statistics — the real forward's from ``recorder`` where they apply —, running statistics
+    untouched). Other normalisation layers are left as they are."""
     patched = []
     try:
         for module in model.modules():
             if type(module) in _PLAIN_BN and module.training:
-                module.forward = _lean_forward(module)
+                module.forward = _lean_forward(module, recorder)
                 patched.append(module)
         yield
     finally:

@@ -65,7 +65,7 @@ def network_jvp(
             n: fwAD.make_dual(p, tangents[n]) if n in tangents else p for n, p in primals.items()
         }
         with ctx.slots.swapped({**duals, **ctx.slots.scratch_buffers()}), lean_batchnorm(
-            ctx.model
+            ctx.model, recorder
         ), replay_primals(recorder):
             out = ctx.model(inputs)
         tangent = fwAD.unpack_dual(out).tangent

@@ -10,6 +10,13 @@ Safety: a recorded output is used only if it has not been modified in place sinc
 unchanged) and the input's shape and dtype match (an autocast real forward records low-precision outputs); otherwise, or when a module was not recorded (e.g. a compiled forward),
 the module computes its primal normally. The RNG state of the real forward is replayed by the caller, so
 upstream primal values (dropout masks included) are those of the real forward.
+
+Train-mode BatchNorm: the JVP pass needs the batch statistics of each BatchNorm's input, and that input
+is a replayed convolution output, i.e. the very tensor the real forward normalised. The recorder keeps the
+mean and inverse std the real forward's ``native_batch_norm`` saved for its backward (CPU autograd node
+``NativeBatchNormBackward0``); :meth:`PrimalRecorder.pop_batch_stats` hands them out only when the JVP
+pass's input is that tensor (same storage, shape, strides, dtype, and unmodified), so they are exactly
+what recomputing would give. Elsewhere (e.g. cuDNN's node on GPU) BatchNorm recomputes them.
 """
 
 from __future__ import annotations
@@ -18,10 +25,14 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import nn
 
 _REPLAYABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+_BATCHNORM = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+# (input, its version, mean, inverse std) of one train-mode BatchNorm call
+BatchStats = tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]
 
 
 def _kernel(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]:
@@ -31,29 +42,58 @@ def _kernel(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor, torch.Te
 
 
 class PrimalRecorder:
-    """Forward hooks that keep (output, version) of each plain conv/linear module, in call order."""
+    """Forward hooks that keep (output, version) of each plain conv/linear module and the batch statistics of
+    each plain train-mode BatchNorm, in call order."""
 
     def __init__(self, model: nn.Module) -> None:
         self.modules = [m for m in model.modules() if type(m) in _REPLAYABLE]
+        self.norms = [m for m in model.modules() if type(m) in _BATCHNORM]
         self.records: dict[nn.Module, list[tuple[torch.Tensor, int, torch.Size]]] = {}
+        self.batch_stats: dict[nn.Module, list[BatchStats]] = {}
 
     @contextmanager
     def recording(self) -> Iterator["PrimalRecorder"]:
         self.records = {m: [] for m in self.modules}
+        self.batch_stats = {m: [] for m in self.norms}
 
         def hook(module, args, output):
             if torch.is_tensor(output) and args and torch.is_tensor(args[0]):
                 self.records[module].append((output.detach(), output._version, args[0].shape))
 
+        def norm_hook(module, args, output):
+            node = getattr(output, "grad_fn", None)
+            if type(node).__name__ == "NativeBatchNormBackward0" and node._saved_training and args:
+                x = args[0].detach()
+                self.batch_stats[module].append((x, x._version, node._saved_result1, node._saved_result2))
+
         handles = [m.register_forward_hook(hook) for m in self.modules]
+        handles += [m.register_forward_hook(norm_hook) for m in self.norms]
         try:
             yield self
         finally:
             for h in handles:
                 h.remove()
 
+    def pop_batch_stats(self, module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(mean, inverse std) the real forward computed for this call of ``module`` if ``x`` (or its primal)
+        is the tensor it normalised, unmodified; else None (recompute)."""
+        queue = self.batch_stats.get(module)
+        if not queue:
+            return None
+        recorded, version, mean, invstd = queue.pop(0)
+        primal = fwAD.unpack_dual(x).primal
+        same = (
+            recorded._version == version
+            and primal.data_ptr() == recorded.data_ptr()
+            and primal.shape == recorded.shape
+            and primal.stride() == recorded.stride()
+            and primal.dtype == recorded.dtype
+        )
+        return (mean, invstd) if same else None
+
     def clear(self) -> None:
         self.records = {}
+        self.batch_stats = {}
 
 
 class _ReplayLinearOp(torch.autograd.Function):

@@ -100,6 +100,24 @@ class InplaceSharedCNN(Contract):
         return h.mean(dim=(2, 3))
 
 
+class BatchStatsCNN(Contract):
+    """Two train-mode BatchNorms for the recorded-statistics path of the JVP: ``bn_in`` normalises the input
+    batch itself (the JVP pass sees that very tensor: the real forward's statistics apply) and ``bn``
+    normalises a conv output that ReLU overwrote in place (the conv is recomputed, so are the statistics)."""
+
+    def __init__(self, in_channels=1, width=4, num_classes=3):
+        super().__init__()
+        self.bn_in = nn.BatchNorm2d(in_channels)
+        self.stem = nn.Conv2d(in_channels, width, 3, padding=1)
+        self.bn = nn.BatchNorm2d(width)
+        self.feature_dim = width
+        self.classifier = nn.Linear(width, num_classes)
+
+    def body(self, x):
+        h = torch.relu_(self.stem(self.bn_in(x)))
+        return torch.tanh(self.bn(h)).mean(dim=(2, 3))
+
+
 NETS = {
     "mlp": TinyMLP,
     "mlp_bn": lambda: TinyMLP(batchnorm=True),
@@ -107,6 +125,7 @@ NETS = {
     "cnn_bn": TinyBNCNN,
     "resnet": TinyResNet,
     "inplace_shared": InplaceSharedCNN,
+    "batch_stats": BatchStatsCNN,
 }
 
 

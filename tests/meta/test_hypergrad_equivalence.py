@@ -108,3 +108,28 @@ def test_jvp_replay_of_primal_outputs_is_safe():
         replay._ReplayLinearOp.apply = original
     # replayed: shared conv ×2 and the classifier; the stem's output was modified in place by relu_
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize(("kind", "expected"), [
+    ("resnet", [True, True, True]),  # every BatchNorm normalises a replayed conv output
+    ("batch_stats", [True, False]),  # the input batch itself; a conv output overwritten in place
+])
+def test_jvp_reuses_the_real_forwards_batch_statistics_only_for_the_same_input(kind, expected):
+    """The JVP pass applies the real forward's BatchNorm statistics exactly when its input is the tensor the
+    real forward normalised, unmodified; otherwise it recomputes them — the hypergradient is higher's either way."""
+    from metacal.meta.replay import PrimalRecorder
+
+    hits = []
+    original = PrimalRecorder.pop_batch_stats
+
+    def spy(self, module, x):
+        stats = original(self, module, x)
+        hits.append(stats is not None)
+        return stats
+
+    PrimalRecorder.pop_batch_stats = spy
+    try:
+        assert compare(kind, SGD_CONFIGS["momentum_wd"], True, "focal", ce) < 1e-8
+    finally:
+        PrimalRecorder.pop_batch_stats = original
+    assert hits == expected
