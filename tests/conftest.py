@@ -1,5 +1,8 @@
 """Shared test settings: seeded, one intra-op thread (tests use tiny tensors; on a 2-core machine one
-thread avoids oversubscription and is many times faster), matplotlib without a screen."""
+thread avoids oversubscription and is many times faster), matplotlib without a screen, and the trainer's
+process-wide malloc setting (``run.malloc_retain``) left out of the pytest process, so that no test's
+memory behaviour depends on which trainer test ran before it; tests/train/test_runtime.py checks that
+setting in fresh processes, and the CLI tests run real training processes with it."""
 
 import os
 
@@ -16,3 +19,10 @@ def _seeded_single_thread():
     torch.manual_seed(0)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True)
+def _no_process_wide_malloc_setting(monkeypatch):
+    import metacal.train.runtime
+
+    monkeypatch.setattr(metacal.train.runtime, "retain_freed_memory", lambda: False)

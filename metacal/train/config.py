@@ -107,6 +107,7 @@ class RunConfig:
     deterministic: bool = False  # torch.use_deterministic_algorithms (slower on GPU)
     torch_threads: Optional[int] = None  # torch.set_num_threads per process (None: torch's default);
     # 1 is much faster for tiny CPU models on a busy machine (no OpenMP spin-waiting)
+    malloc_retain: bool = True  # CPU runs: glibc keeps freed memory for reuse (metacal/train/runtime.py)
     max_steps_per_epoch: Optional[int] = None  # cap on iterations per epoch (smoke tests)
     save_checkpoints: bool = True  # a checkpoint at every epoch end (needed for --resume and preemption)
     checkpoint_every_steps: int = 0  # also one every N global steps mid-epoch (0: only at epoch ends)

@@ -41,6 +41,7 @@ from .config import Config, ConfigError, to_yaml
 from .evaluation import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, load_predictions, reliability_figure  # noqa: F401 (re-export)
 from .run_dir import RunPaths
+from .runtime import configure_process
 from .tb_logging import TBLogger
 
 
@@ -101,10 +102,7 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     accelerator = accelerator or make_accelerator(cfg)
     main = accelerator.is_main_process
     set_seed(cfg.run.seed)
-    if cfg.run.torch_threads is not None:
-        torch.set_num_threads(cfg.run.torch_threads)
-    if cfg.run.deterministic:
-        torch.use_deterministic_algorithms(True, warn_only=True)
+    configure_process(cfg.run, accelerator.device)
 
     n = accelerator.num_processes
     if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.meta.enabled and cfg.meta.batch_size % n):
