@@ -99,7 +99,8 @@ def hypergradient_difference(model, gamma_net, objective, data) -> tuple[float, 
 
 
 def measure_memory(method: Method, cuda: bool) -> float:
-    """Peak MB of one step (see module docstring for what is counted on CPU)."""
+    """Peak MB of one step: on CUDA the allocator's peak above the memory in use before it; otherwise the
+    peak of bytes that autograd graphs hold for backward (:class:`SavedTensorMeter`)."""
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()

@@ -12,9 +12,9 @@ the fused ``native_batch_norm_backward`` kernel; ẇ·x̂ + ḃ = (ẇ·σ⁻¹)
 scale and shift of x with the saved batch statistics. The primal is ``native_batch_norm`` in training mode WITHOUT running
 statistics, so the JVP pass never updates running statistics; when the recorder of the real forward
 (:class:`metacal.meta.replay.PrimalRecorder`) holds this call's batch statistics, the primal applies them
-instead (eval-mode kernel with running variance σ⁻², eps 0 — a tenth of the cost of recomputing them on
-CPU, docs/performance.md). Exactness is covered by the jvp-vs-higher
-tests on BN networks (float64, 1e-8).
+instead (eval-mode kernel with running variance σ⁻², eps 0: one elementwise pass, where the train-mode
+CPU kernel also reduces over the batch). Exactness is covered by the jvp-vs-higher tests on BN networks
+(float64, 1e-8).
 """
 
 from __future__ import annotations

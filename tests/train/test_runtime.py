@@ -1,6 +1,7 @@
 """metacal.train.runtime: what a run sets per process, and that retaining freed memory stops the page
 faults of re-allocation (checked in fresh processes: the setting is process-wide)."""
 
+import platform
 from types import SimpleNamespace
 
 import pytest
@@ -30,6 +31,7 @@ def test_configure_process_sets_threads(monkeypatch):
     assert torch.get_num_threads() == 2  # the autouse fixture restores the previous count
 
 
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt settings are glibc's")
 def test_retain_freed_memory_stops_page_faults_of_reallocation():
     """In a fresh process (the setting is process-wide): a step that holds eight 8 MiB tensors at once and
     then frees them all (as a training step does with its activations) faults its 64 MiB in again every
