@@ -25,9 +25,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from .replay import PrimalRecorder
-
-_PLAIN_BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+from .replay import PLAIN_BATCHNORM, PrimalRecorder
 
 
 def _channel_view(t: torch.Tensor, ndim: int) -> torch.Tensor:
@@ -86,7 +84,7 @@ def lean_batchnorm(model: nn.Module, recorder: PrimalRecorder | None = None) -> 
     patched = []
     try:
         for module in model.modules():
-            if type(module) in _PLAIN_BN and module.training:
+            if type(module) in PLAIN_BATCHNORM and module.training:
                 module.forward = _lean_forward(module, recorder)
                 patched.append(module)
         yield

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 _REPLAYABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
-_BATCHNORM = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+PLAIN_BATCHNORM = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 # (input, its version, mean, inverse std) of one train-mode BatchNorm call
 BatchStats = tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]
 
@@ -47,7 +47,7 @@ class PrimalRecorder:
 
     def __init__(self, model: nn.Module) -> None:
         self.modules = [m for m in model.modules() if type(m) in _REPLAYABLE]
-        self.norms = [m for m in model.modules() if type(m) in _BATCHNORM]
+        self.norms = [m for m in model.modules() if type(m) in PLAIN_BATCHNORM]
         self.records: dict[nn.Module, list[tuple[torch.Tensor, int, torch.Size]]] = {}
         self.batch_stats: dict[nn.Module, list[BatchStats]] = {}
 

@@ -25,8 +25,7 @@ def test_configure_process_retains_freed_memory_only_for_cpu_runs(monkeypatch, d
     assert len(calls) == expected
 
 
-def test_configure_process_sets_threads(monkeypatch):
-    monkeypatch.setattr(runtime, "retain_freed_memory", lambda: True)
+def test_configure_process_sets_threads():
     runtime.configure_process(run_cfg(torch_threads=2), torch.device("cpu"))
     assert torch.get_num_threads() == 2  # the autouse fixture restores the previous count
 
