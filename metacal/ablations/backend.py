@@ -4,11 +4,11 @@ calibration reached and wall time per epoch, same data, model, seed and schedule
 
 from __future__ import annotations
 
+from metacal.meta import BACKENDS
+
 from .page import Column, Section, Table, write_page
 from .runner import Variant, gaussian_mixture_setting
 from .study import STUDIES, TEST_COLUMNS, StudyOptions, test_row, train_all
-
-BACKENDS = ("higher", "jvp", "head")
 
 
 @STUDIES.register("backend")

@@ -14,11 +14,10 @@ import torch.nn.functional as F
 
 from metacal import models, objectives
 from metacal.losses import build as build_loss
-from metacal.meta import GammaNet, MetaStep
+from metacal.meta import BACKENDS, GammaNet, MetaLearner
 
 from .memory import SavedTensorMeter, reset_rss_peak, rss_mb
 
-BACKENDS = ("higher", "jvp", "head")
 # Reference rows, timed in the same loop but not backends: "floor" = a focal step + the meta-val
 # forward/backward w.r.t. the updated parameters (work every exact full-network hypergradient that takes
 # the real step once must do, so higher / floor bounds any such backend's speed-up over `higher`);
@@ -39,7 +38,7 @@ class Method:
         self.focal = build_loss("focal", reduction="none")
         self.meta = None
         if kind in BACKENDS:
-            self.meta = MetaStep(self.model, self.opt, objective, gamma_net=self.gamma_net, backend=kind)
+            self.meta = MetaLearner(self.model, self.opt, objective, gamma_net=self.gamma_net, backend=kind)
 
         self.objective = objective
         self.meta_opt = torch.optim.Adam(self.gamma_net.parameters(), lr=1e-3)
@@ -47,7 +46,7 @@ class Method:
     def step(self) -> None:
         x, y, xm, ym = self.data
         if self.meta is not None:
-            self.meta(x, y, xm, ym)
+            self.meta.step(x, y, (xm, ym))
             return
         if self.kind == "higher_recompute":
             self.lookahead_hypergradient()
@@ -87,11 +86,12 @@ class Method:
 def hypergradient_difference(model, gamma_net, objective, data) -> tuple[float, float]:
     """(jvp vs higher, head vs higher) relative max differences of the γ-Net hypergradient, same state."""
     grads = {}
+    x, y, xm, ym = data
     for backend in BACKENDS:
         m = copy.deepcopy(model)
         g = copy.deepcopy(gamma_net)
         opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
-        MetaStep(m, opt, objective, gamma_net=g, backend=backend)(*data)
+        MetaLearner(m, opt, objective, gamma_net=g, backend=backend).step(x, y, (xm, ym))
         grads[backend] = torch.cat([p.grad.reshape(-1) for p in g.parameters()])
     ref = grads["higher"]
     rel = lambda a: float((a - ref).abs().max() / ref.abs().max())  # noqa: E731

@@ -9,6 +9,9 @@ A loss is an ``nn.Module`` called as ``loss(logits, targets, **extra) -> Tensor`
   inputs and hands the second targets and λ back through ``extra``),
   ``update_from_validation(logits, targets)`` once per epoch (stateful losses such as AdaFocal).
 * ``meta_parameters()``: parameters a meta-learner trains (learnable L2 coefficients); empty by default.
+* ``per_sample_gamma``: True when the call takes a per-sample ``gamma=`` tensor that changes the value
+  differentiably (the focal family) — what a γ-Net needs; ``needs_head_params``: True when the call
+  needs the classifier head's ``head_weight=``/``head_bias=`` (learnable L2).
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ def reduce(values: torch.Tensor, reduction: str) -> torch.Tensor:
 
 class Loss(nn.Module):
     """Base class: stores ``reduction`` and provides the trainer hooks."""
+
+    per_sample_gamma: bool = False
+    needs_head_params: bool = False
 
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()

@@ -50,12 +50,14 @@ def focal_per_sample(
 
 
 class GammaLoss(Loss):
-    """Base of the focal family whose γ is a free parameter.
+    """Base of the focal family whose γ is a free parameter (and may be given per sample at call time).
 
     ``gamma``: a float, or a per-class sequence of length K (γ_{y_i} is used for sample i).
     At call time ``gamma=`` (a float, or a tensor with one γ per sample, shape (N,) or (N, 1))
     overrides it; gradients flow to that tensor (the meta step differentiates w.r.t. γ).
     """
+
+    per_sample_gamma = True
 
     def __init__(self, gamma: float | Sequence[float] = 1.0, reduction: str = "mean") -> None:
         super().__init__(reduction)

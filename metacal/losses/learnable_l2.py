@@ -27,6 +27,8 @@ class CELearnableL2(Loss):
     added to every sample, so the mean of the per-sample values is mean CE + penalty.
     """
 
+    needs_head_params = True
+
     def __init__(
         self,
         weight_shape: Sequence[int],

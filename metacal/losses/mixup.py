@@ -86,6 +86,10 @@ class Mixup(Loss):
     def meta_parameters(self):
         return self.primary.meta_parameters()
 
+    @property
+    def per_sample_gamma(self) -> bool:  # type: ignore[override]
+        return self.primary.per_sample_gamma
+
     def get_extra_state(self) -> dict[str, Any]:
         return {"generator_state": self.generator.get_state()}
 

@@ -78,6 +78,10 @@ class PrimaryPlusSecondary(Loss):
     def meta_parameters(self):
         return self.primary.meta_parameters()
 
+    @property
+    def per_sample_gamma(self) -> bool:  # type: ignore[override]
+        return self.primary.per_sample_gamma
+
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, **extra) -> torch.Tensor:
         values = self.primary(logits, targets, **extra)
         weight = self.secondary_weight()

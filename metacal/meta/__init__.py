@@ -1,29 +1,29 @@
-"""Meta-learning core: the γ-Net (seed 003 eq. 4–5) and one-step hypergradient meta steps.
+"""Meta-learning core: the γ-Net (Wang & Golebiowski 2024, eq. 4–5) and the meta learner.
 
-``MetaStep`` / ``build_meta_step`` run one training iteration (real SGD step + meta-parameter update);
-backends by name in ``BACKENDS``: "jvp" (exact, forward-mode JVP), "higher" (exact, reference),
-"head" (lookahead through the classifier head only, Bohdal et al.).
+``MetaLearner(model, optimizer, objective, gamma_net=… | loss=…, backend=…).step(x, y)`` runs one training
+iteration (real SGD step + meta-parameter update) and returns a ``StepResult``; ``PlainStep`` has the same
+``step`` without meta-learning. Hypergradient backends by name in the dict ``BACKENDS``: "jvp" (exact,
+forward-mode JVP), "higher" (exact, the reference), "head" (lookahead through the classifier head only).
 """
 
-from .backend import BACKENDS, StepContext, StepOutput
+from .backend import StepContext, StepResult
 from .gamma_net import OUTPUT_MAPS, GammaNet
 from .inner import GammaFocalInner, LearnableL2Inner, make_inner
+from .learner import BACKENDS, MetaLearner, PlainStep, average_over_processes
 from .sgd_lookahead import lookahead_scales, step_coefficient
-from .step import MetaObjective, MetaStep, available_backends, build_meta_step
 
 __all__ = [
     "BACKENDS",
     "GammaNet",
     "OUTPUT_MAPS",
-    "MetaStep",
-    "MetaObjective",
-    "build_meta_step",
-    "available_backends",
+    "MetaLearner",
+    "PlainStep",
+    "StepResult",
+    "StepContext",
+    "average_over_processes",
     "GammaFocalInner",
     "LearnableL2Inner",
     "make_inner",
-    "StepContext",
-    "StepOutput",
     "lookahead_scales",
     "step_coefficient",
 ]

@@ -1,7 +1,8 @@
-"""Shared machinery of the hypergradient backends: the registry, the per-call context, the real SGD step
-and the final contraction that turns a tangent of the network into meta-parameter gradients.
+"""Shared machinery of the hypergradient backends: what a backend sees (:class:`StepContext`), what it
+returns (:class:`StepResult`), the real SGD step and the final contraction that turns a tangent of the
+network into meta-parameter gradients.
 
-Exact one-step hypergradient (REFERENCE §1 "higher facts"). With θ' = SGD-step(θ, g(θ, φ)) and the meta
+Exact one-step hypergradient (docs/conventions.md#meta-step). With θ' = SGD-step(θ, g(θ, φ)) and the meta
 objective J(θ') on the meta-val batch, v = ∇θ' J (detached) and t_p = −η_p·c_p·s·v_p per parameter
 (see :mod:`metacal.meta.sgd_lookahead`)::
 
@@ -23,47 +24,41 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
-from metacal.registry import Registry
-
-from .sgd_lookahead import lookahead_scales, unwrap_sgd
 from .replay import PrimalRecorder
+from .sgd_lookahead import lookahead_scales
 from .slots import TensorSlots
 
-BACKENDS: Registry[Callable[..., "StepOutput"]] = Registry("meta backend")
+
+@dataclass
+class StepResult:
+    """What one iteration reports (tensors detached)."""
+
+    loss: torch.Tensor  # mean inner loss of the train batch (0-dim)
+    meta_objective: torch.Tensor | None = None  # J(θ') on the meta-val batch; None on a plain iteration
+    gamma: torch.Tensor | None = None  # per-sample γ of the train batch (N,); None without a γ-Net
 
 
 @dataclass
 class StepContext:
-    """Everything a backend needs for one iteration (built once by :class:`metacal.meta.MetaStep`)."""
+    """Everything a backend needs for one iteration (built once by :class:`metacal.meta.MetaLearner`)."""
 
     model: nn.Module  # unwrapped module: lookahead / JVP / meta-val forward
     forward_model: nn.Module  # possibly DDP-wrapped: the real train forward
     optimizer: Any  # what the trainer steps (torch.optim.SGD or a wrapper such as AcceleratedOptimizer)
+    sgd: torch.optim.SGD  # the torch SGD inside ``optimizer`` (hyper-parameters, momentum state)
     inner: Any  # GammaFocalInner | LearnableL2Inner
-    objective: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # meta objective on logits
+    objective: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # meta objective J on logits
     backward: Callable[[torch.Tensor], None]
     max_grad_norm: float | None = None
-    sync_meta_val_grads: Callable[[list[torch.Tensor]], None] | None = None
-    head_names: tuple[str, str | None] = field(default=("classifier.weight", "classifier.bias"))
-    slots: TensorSlots | None = None
-    recorder: PrimalRecorder | None = None
-    sgd: torch.optim.SGD | None = None  # the torch SGD inside ``optimizer`` (hyper-parameters, state)
+    average: Callable[[list[torch.Tensor]], None] = lambda tensors: None  # mean over processes, in place
+    head_names: tuple[str, str | None] = field(init=False)
+    slots: TensorSlots = field(init=False)
+    recorder: PrimalRecorder = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.sgd is None:
-            self.sgd = unwrap_sgd(self.optimizer)
-        if self.slots is None:
-            self.slots = TensorSlots(self.model)
-        if self.recorder is None:
-            self.recorder = PrimalRecorder(self.model)
-
-
-@dataclass
-class StepOutput:
-    inner_loss: torch.Tensor
-    meta_objective: torch.Tensor | None
-    gamma: torch.Tensor | None
-    logits: torch.Tensor
+        self.head_names = head_names(self.model)
+        self.slots = TensorSlots(self.model)
+        self.recorder = PrimalRecorder(self.model)
 
 
 @dataclass

@@ -22,17 +22,15 @@ import torch
 import torch.nn.functional as F
 
 from .backend import (
-    BACKENDS,
     StepContext,
-    StepOutput,
+    StepResult,
     contract_hypergradient,
     meta_val_forward,
     real_step,
 )
 
 
-@BACKENDS.register("head")
-def head_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepOutput:
+def head_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepResult:
     wn, bn = ctx.head_names
     named = dict(ctx.model.named_parameters())
     old_w = named[wn].detach().clone()
@@ -46,8 +44,7 @@ def head_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets)
     with torch.enable_grad():
         objective = ctx.objective(F.linear(meta_features, w_new, b_new), meta_targets)
         grads = list(torch.autograd.grad(objective, leaves))
-    if ctx.sync_meta_val_grads is not None:
-        ctx.sync_meta_val_grads(grads)
+    ctx.average(grads)
     tw = grads[0].mul(-real.scales[wn])
     tb = grads[1].mul(-real.scales[bn]) if b_new is not None else None
     logit_tangent = None
@@ -57,4 +54,4 @@ def head_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets)
             logit_tangent = logit_tangent + tb
     contract_hypergradient(ctx, real, targets, logit_tangent, (tw, tb), (old_w, old_b))
     gamma = real.meta.detach() if torch.is_tensor(real.meta) else None
-    return StepOutput(real.loss, objective.detach(), gamma, real.logits)
+    return StepResult(real.loss, objective.detach(), gamma)

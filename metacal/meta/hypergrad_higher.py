@@ -16,57 +16,46 @@ Decision — the fast weights ARE the real update (the step is computed once, di
    backbone parameter receives a ``.grad``.
 
 Single-process only: higher cannot run under DistributedDataParallel (facebookresearch/higher #24, #98,
-#99); with a DDP ``forward_model`` this backend refuses — use ``jvp`` (same hypergradient) or ``head``.
+#99); :class:`metacal.meta.MetaLearner` refuses it with several processes — ``jvp`` gives the same
+hypergradient.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .backend import BACKENDS, StepContext, StepOutput
+from .backend import StepContext, StepResult
 from .sgd_lookahead import clip_factor
 
 
-def _refuse_distributed(ctx: StepContext) -> None:
-    if isinstance(ctx.forward_model, torch.nn.parallel.DistributedDataParallel) or (
-        torch.distributed.is_available()
-        and torch.distributed.is_initialized()
-        and torch.distributed.get_world_size() > 1
-    ):
-        raise ValueError(
-            "the 'higher' meta backend cannot run under DistributedDataParallel (higher does not support "
-            "it); use backend='jvp' (same exact hypergradient) or 'head'"
-        )
-
-
-@BACKENDS.register("higher")
-def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepOutput:
+def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepResult:
+    """One iteration with the full-network lookahead unrolled by higher (single process)."""
     import higher  # imported lazily: the other backends do not need it
 
-    _refuse_distributed(ctx)
-    model, optimizer = ctx.model, ctx.sgd
+    model, sgd = ctx.model, ctx.sgd
     ctx.optimizer.zero_grad(set_to_none=True)
-    params = list(model.parameters())
     names = [n for n, _ in model.named_parameters()]
-    wi = names.index(ctx.head_names[0])
-    bi = names.index(ctx.head_names[1]) if ctx.head_names[1] is not None else None
+    head = [names.index(n) if n is not None else None for n in ctx.head_names]
     clip = (lambda grads: _clip(grads, ctx.max_grad_norm)) if ctx.max_grad_norm is not None else None
-    with higher.innerloop_ctx(
-        model, optimizer, copy_initial_weights=False, track_higher_grads=True
-    ) as (fmodel, diffopt):
+    with higher.innerloop_ctx(model, sgd, copy_initial_weights=False) as (fmodel, diffopt):
+        # (1) train forward through the functional copy; its BN running statistics are the real ones
         logits, features = fmodel(inputs, return_features=True)
         with torch.no_grad():
             patched = dict(fmodel.named_buffers())
             for name, buf in model.named_buffers():
                 buf.copy_(patched[name])
+        # (2) inner loss at γ(φ) (or the L2 penalty with coefficients φ on the fast head weights)
         meta = ctx.inner.meta_inputs(features)
-        fast = fmodel.fast_params
-        loss = ctx.inner.total(logits, targets, fast[wi], fast[bi] if bi is not None else None, meta)
-        new_params = diffopt.step(loss, grad_callback=clip)
+        w, b = (fmodel.fast_params[i] if i is not None else None for i in head)
+        loss = ctx.inner.total(logits, targets, w, b, meta)
+        # (3) differentiable SGD step: θ'(φ), with the graph back to φ
+        fast = diffopt.step(loss, grad_callback=clip)
+        # (4) this IS the real step: copy θ' and the new momentum buffers into the model and its optimizer
         with torch.no_grad():
-            for p, q in zip(params, new_params):
+            for p, q in zip(model.parameters(), fast):
                 p.copy_(q)
-        _write_momentum(optimizer, diffopt)
+        _write_momentum(sgd, diffopt)
+        # (5) meta objective at θ' on the meta-val batch, differentiated w.r.t. φ only
         objective = ctx.objective(fmodel(meta_inputs), meta_targets)
         meta_params = [p for p in ctx.inner.meta_parameters() if p.requires_grad]
         hyper = torch.autograd.grad(objective, meta_params, allow_unused=True)
@@ -74,7 +63,7 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
         if g is not None:
             p.grad = g.detach() if p.grad is None else p.grad + g.detach()
     gamma = meta.detach() if torch.is_tensor(meta) else None
-    return StepOutput(loss.detach(), objective.detach(), gamma, logits.detach())
+    return StepResult(loss.detach(), objective.detach(), gamma)
 
 
 def _clip(grads, max_norm):

@@ -29,9 +29,8 @@ from .hypergrad_head import head_meta_step
 from .replay import PrimalRecorder, replay_primals
 from .backend import (
     RNGState,
-    BACKENDS,
     StepContext,
-    StepOutput,
+    StepResult,
     contract_hypergradient,
     head_params,
     meta_val_forward,
@@ -40,13 +39,12 @@ from .backend import (
 
 
 def parameter_grads(ctx: StepContext, objective: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
-    """v = ∇θ' J for the named parameters (zeros where J does not depend on one), optionally synced."""
+    """v = ∇θ' J for the named parameters (zeros where J does not depend on one), averaged over processes."""
     named = dict(ctx.model.named_parameters())
     params = [named[n] for n in names]
     grads = torch.autograd.grad(objective, params, allow_unused=True)
     out = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
-    if ctx.sync_meta_val_grads is not None:
-        ctx.sync_meta_val_grads(out)
+    ctx.average(out)
     return dict(zip(names, out))
 
 
@@ -74,8 +72,7 @@ def network_jvp(
     return tangent
 
 
-@BACKENDS.register("jvp")
-def jvp_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepOutput:
+def jvp_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) -> StepResult:
     if not ctx.inner.logits_depend_on_meta:
         # learnable L2: φ enters only the head's update, so the head lookahead IS the exact hypergradient
         # (same numbers, without the body's meta-val backward)
@@ -94,4 +91,4 @@ def jvp_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) 
         ctx, real, targets, logit_tangent, head_tangent, head_params(ctx, real.old_params)
     )
     gamma = real.meta.detach() if torch.is_tensor(real.meta) else None
-    return StepOutput(real.loss, objective.detach(), gamma, real.logits)
+    return StepResult(real.loss, objective.detach(), gamma)

@@ -32,6 +32,9 @@ class GammaFocalInner:
             from metacal.losses import build
 
             loss = build("focal", reduction="none")
+        if not getattr(loss, "per_sample_gamma", False):
+            raise ValueError(f"a γ-Net needs a loss that takes a per-sample gamma= (the focal family); "
+                             f"{type(loss).__name__} does not, so the γ-Net would get no hypergradient")
         self.gamma_net = gamma_net
         self.loss = loss
 
@@ -63,7 +66,7 @@ class LearnableL2Inner:
     uses_head_params = True
 
     def __init__(self, loss: nn.Module) -> None:
-        if not hasattr(loss, "penalty") or not loss.meta_parameters():
+        if not getattr(loss, "needs_head_params", False) or not loss.meta_parameters():
             raise ValueError("LearnableL2Inner needs the 'ce_learnable_l2' loss (with penalty and coefficients)")
         self.loss = loss
 
@@ -88,10 +91,8 @@ def make_inner(gamma_net: GammaNet | None = None, loss: nn.Module | None = None)
     """γ-Net + focal (``gamma_net`` given; ``loss`` defaults to focal with reduction="none"), or the
     learnable-L2 baseline (``loss`` is a ``ce_learnable_l2`` module, no γ-Net)."""
     if gamma_net is not None:
-        if loss is not None and hasattr(loss, "penalty"):
-            raise ValueError("give either gamma_net (focal with learned γ) or the ce_learnable_l2 loss, not both")
         return GammaFocalInner(gamma_net, loss)
-    if loss is not None and hasattr(loss, "penalty"):
+    if loss is not None and loss.meta_parameters():
         return LearnableL2Inner(loss)
     raise ValueError(
         "a meta step needs meta-parameters: pass gamma_net=GammaNet(...) (FLγ) or "

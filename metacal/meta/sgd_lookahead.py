@@ -30,7 +30,7 @@ def unwrap_sgd(optimizer) -> torch.optim.SGD:
     """The torch.optim.SGD inside an optimizer wrapper (accelerate's AcceleratedOptimizer keeps it in
     ``.optimizer``), checked: the lookahead replicates SGD exactly; anything else is refused clearly."""
     inner = optimizer
-    while not isinstance(inner, torch.optim.Optimizer) and hasattr(inner, "optimizer"):
+    while not isinstance(inner, torch.optim.SGD) and hasattr(inner, "optimizer"):
         inner = inner.optimizer
     check_sgd(inner)
     return inner

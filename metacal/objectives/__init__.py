@@ -1,20 +1,16 @@
 """Differentiable calibration objectives on logits (meta-validation / secondary losses); see CONTRACTS.md.
 
 Every objective takes N×K logits and N integer targets and returns a scalar tensor, differentiable w.r.t. the
-logits. By name: ``build(name, **params) -> nn.Module`` called as ``obj(logits, targets)``; ``available()``.
+logits. By name: ``build(name, **params)`` returns a callable ``obj(logits, targets)``; ``available()``.
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from torch import nn
 
 from .avuc import avuc, savuc
 from .dece import dece
 from .mdca import mdca
 from .mmce import mmce
-from .modules import OBJECTIVES, Objective
+from .registry import OBJECTIVES, Objective, build
 from .sbece import sbece, sbece_label
 from .sece import sece, sece_from_confidence
 from .soft_accuracy import soft_rank_accuracy
@@ -24,11 +20,6 @@ from .soft_accuracy import soft_rank_accuracy
 # the submodule for attribute access and ``import metacal.objectives.sece as m``), so the function also
 # carries the confidence-level entry point; ``from metacal.objectives.sece import ...`` works as usual.
 sece.sece_from_confidence = sece_from_confidence  # type: ignore[attr-defined]
-
-
-def build(name: str, **params: Any) -> nn.Module:
-    """Build a registered objective; an unknown name raises UnknownNameError listing the valid ones."""
-    return OBJECTIVES.build(name, **params)
 
 
 def available() -> list[str]:

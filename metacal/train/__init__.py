@@ -8,8 +8,8 @@ From Python::
     result = train(cfg, prepare_run_dir("runs/try"))      # result.metrics == metrics.json
 
 Modules: ``config`` (schema + loader), ``cli`` (exit codes 0 / 1 diverged / 2 bad input / 75 preempted),
-``run_dir``, ``components`` (builders), ``loop`` (the epoch loop), ``meta_setup`` (γ-Net / learnable-L2 meta
-step wiring), ``evaluation``, ``outputs`` (metrics.json & co.), ``tb_logging``, ``checkpoint`` (crash-safe
+``run_dir``, ``components`` (builders), ``steps`` (the iteration: plain, or the meta learner from
+``meta.*``), ``setup`` (everything built before the first epoch), ``loop`` (the epoch loop), ``evaluation``, ``outputs`` (metrics.json & co.), ``tb_logging``, ``checkpoint`` (crash-safe
 checkpoint scheme), ``compat`` (may a config resume a checkpoint), ``preemption`` (SIGTERM, test hooks),
 ``atomic_io``.
 """

@@ -65,14 +65,6 @@ def build_loss(cfg: Config, model: nn.Module, num_classes: int) -> nn.Module:
     return construct(f"loss.params ({cfg.loss.name})", losses.build, cfg.loss.name, **params)
 
 
-def build_objective(cfg: Config) -> nn.Module:
-    from metacal import objectives
-
-    objectives.OBJECTIVES.get(cfg.meta.objective)
-    return construct(f"meta.objective_params ({cfg.meta.objective})", objectives.build,
-                     cfg.meta.objective, **cfg.meta.objective_params)
-
-
 def build_optimizer(cfg: Config, model: nn.Module) -> torch.optim.Optimizer:
     """SGD lr 0.1, momentum 0.9, weight decay 5e-4 by default (seed 003 §4)."""
     o = cfg.optim
@@ -84,14 +76,6 @@ def build_scheduler(cfg: Config, optimizer: torch.optim.Optimizer) -> torch.opti
     """lr × ``gamma`` at each milestone epoch (150 and 250 in seed 003); stepped once per epoch."""
     s = cfg.schedule
     return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(s.milestones), gamma=s.gamma)
-
-
-def build_meta_optimizer(cfg: Config, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    """Adam lr 1e-3 by default (Bohdal et al.'s meta-calibration code)."""
-    m = cfg.meta
-    if m.optimizer == "adam":
-        return torch.optim.Adam(params, lr=m.lr, weight_decay=m.weight_decay)
-    return torch.optim.SGD(params, lr=m.lr, weight_decay=m.weight_decay)
 
 
 def make_loaders(cfg: Config, bundle: Any) -> tuple[Any, Any, Any]:

@@ -62,7 +62,10 @@ class MetaConfig:
     # "loss" (the loss's own meta_parameters(), e.g. ce_learnable_l2 coefficients for CE-DECE/SECE).
     learner: str = "gamma_net"
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
-    step_options: Dict[str, Any] = field(default_factory=dict)  # extra MetaStep options
+    ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
+    every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)
+    max_meta_grad_norm: Optional[float] = None  # clip φ's gradient (total norm)
+    max_backbone_grad_norm: Optional[float] = None  # clip the backbone's gradient in meta runs (total norm)
     optimizer: str = "adam"  # adam | sgd
     lr: float = 1e-3
     weight_decay: float = 0.0

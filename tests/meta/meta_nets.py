@@ -11,7 +11,7 @@ from torch import nn
 from torch.func import functional_call
 
 from metacal.losses import build as build_loss
-from metacal.meta import GammaNet, MetaStep
+from metacal.meta import GammaNet, MetaLearner
 
 
 class Contract(nn.Module):
@@ -162,7 +162,7 @@ def clone_state(model, opt):
 
 
 def make_meta(model, dtype, inner="focal", seed=5, gamma_output="abs"):
-    """(gamma_net, loss) kwargs for MetaStep: γ-Net + focal, or the learnable-L2 loss (random coeffs)."""
+    """(gamma_net, loss) kwargs for MetaLearner: γ-Net + focal, or the learnable-L2 loss (random coeffs)."""
     torch.manual_seed(seed)
     if inner == "focal":
         return {"gamma_net": GammaNet(model.feature_dim, 3, output=gamma_output).to(dtype)}
@@ -177,11 +177,17 @@ def run_backend(backend, model, opt, meta_kwargs, data, objective, **options):
     """Run one meta step on copies; return (meta grads, model, opt, step output, meta kwargs copy)."""
     m, o = clone_state(model, opt)
     kw = {k: copy.deepcopy(v) for k, v in meta_kwargs.items()}
-    step = MetaStep(m, o, objective, backend=backend, **kw, **options)
+    step = MetaLearner(m, o, objective, backend=backend, **kw, **options)
     torch.manual_seed(123)  # same random stream (dropout masks) for every backend
-    out = step(*data)
+    out = run_step(step, data)
     grads = torch.cat([p.grad.reshape(-1) for p in step.meta_parameters])
     return grads, m, o, out, kw
+
+
+def run_step(learner, data):
+    """One iteration of ``learner`` on ``data`` = (x, y, x_meta, y_meta)."""
+    x, y, xm, ym = data
+    return learner.step(x, y, (xm, ym))
 
 
 def rel_diff(a, b):

@@ -1,6 +1,6 @@
 """``jvp`` (forward-mode JVP, no second-order graph) equals ``higher`` (full second-order lookahead).
 
-Both run one MetaStep from identical copies of the same state; compared are the meta-parameters'
+Both run one MetaLearner step from identical copies of the same state; compared are the meta-parameters'
 hypergradients (left in ``.grad``), the updated backbone, BN buffers and momentum buffers.
 """
 
@@ -37,7 +37,7 @@ def compare(kind, sgd, warm, inner, objective, dtype=torch.float64, **options):
             torch.testing.assert_close(o_ref.state[p]["momentum_buffer"], o_jvp.state[q]["momentum_buffer"])
     for b, c in zip(m_ref.buffers(), m_jvp.buffers()):
         torch.testing.assert_close(b, c, rtol=1e-6, atol=1e-7)
-    assert out_ref["meta_objective"] == pytest.approx(out_jvp["meta_objective"], rel=1e-6)
+    assert float(out_ref.meta_objective) == pytest.approx(float(out_jvp.meta_objective), rel=1e-6)
     return rel_diff(g_jvp, g_ref)
 
 

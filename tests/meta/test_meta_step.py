@@ -1,5 +1,5 @@
-"""MetaStep properties: the real step is a plain SGD step with the same γ (θ', momentum, BN running stats
-updated once), no backbone gradient from the meta objective, meta_every, hooks, SGD coefficients, errors."""
+"""MetaLearner properties: the real step is a plain SGD step with the same γ (θ', momentum, BN running stats
+updated once), no backbone gradient from the meta objective, every, hooks, SGD coefficients, errors."""
 
 import copy
 
@@ -8,9 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from metacal.losses import build as build_loss
-from metacal.meta import BACKENDS, GammaNet, MetaStep, available_backends, step_coefficient
-from metacal.registry import UnknownNameError
-from meta_nets import batches, clone_state, make_meta, sgd_state
+from metacal.meta import BACKENDS, GammaNet, MetaLearner, step_coefficient
+from meta_nets import batches, clone_state, make_meta, run_step, sgd_state
 
 BACKEND_NAMES = ["jvp", "higher", "head"]
 
@@ -55,13 +54,13 @@ def test_real_step_is_the_plain_step(backend, kind, inner):
 
     m, o = clone_state(model, opt)
     kw = {k: copy.deepcopy(v) for k, v in meta.items()}
-    step = MetaStep(m, o, ce, backend=backend, **kw)
+    step = MetaLearner(m, o, ce, backend=backend, **kw)
     phi_before = [p.detach().clone() for p in step.meta_parameters]
-    out = step(*data)
+    out = run_step(step, data)
 
-    assert out["meta_step"] and out["inner_loss"] == pytest.approx(ref_loss, rel=1e-6)
+    assert (out.meta_objective is not None) and float(out.loss) == pytest.approx(ref_loss, rel=1e-6)
     if inner == "focal":
-        torch.testing.assert_close(out["gamma"], ref_gamma)
+        torch.testing.assert_close(out.gamma, ref_gamma)
     for (name, p), q in zip(m.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6, msg=name)
         torch.testing.assert_close(o.state[p]["momentum_buffer"], ref_opt.state[q]["momentum_buffer"],
@@ -80,23 +79,23 @@ def test_real_step_is_the_plain_step(backend, kind, inner):
 
 
 @pytest.mark.parametrize("backend", BACKEND_NAMES)
-def test_meta_every_and_plain_iterations(backend):
+def test_every_and_plain_iterations(backend):
     model, opt = sgd_state("cnn_bn", warm=True, lr=0.1, momentum=0.9)
     meta = make_meta(model, torch.float64, "focal")
     data = batches("cnn_bn")
-    step = MetaStep(model, opt, ce, backend=backend, meta_every=2, **meta)
+    step = MetaLearner(model, opt, ce, backend=backend, every=2, **meta)
     flags = []
     for i in range(4):
         phi = [p.detach().clone() for p in step.meta_parameters]
         if i % 2 == 1:  # a plain iteration must equal the hand-written plain step with the current φ
             ref, _, ref_loss, _ = plain_step(model, opt, meta, data)
-        out = step(*data)
-        flags.append(out["meta_step"])
+        out = run_step(step, data)
+        flags.append((out.meta_objective is not None))
         moved = any(not torch.equal(a, b) for a, b in zip(phi, step.meta_parameters))
-        assert moved == out["meta_step"]
+        assert moved == (out.meta_objective is not None)
         if i % 2 == 1:
-            assert out["meta_objective"] is None
-            assert out["inner_loss"] == pytest.approx(ref_loss, rel=1e-12)
+            assert out.meta_objective is None
+            assert float(out.loss) == pytest.approx(ref_loss, rel=1e-12)
             for p, q in zip(model.parameters(), ref.parameters()):
                 torch.testing.assert_close(p, q)
     assert flags == [True, False, True, False]
@@ -106,12 +105,12 @@ def test_meta_every_and_plain_iterations(backend):
 def test_plain_iteration_leaves_learnable_l2_coefficients_alone():
     model, opt = sgd_state("mlp", lr=0.1)
     meta = make_meta(model, torch.float64, "l2")
-    step = MetaStep(model, opt, ce, backend="jvp", meta_every=2, **meta)
+    step = MetaLearner(model, opt, ce, backend="jvp", every=2, **meta)
     data = batches("mlp")
-    step(*data)
+    run_step(step, data)
     grads = [p.grad.clone() for p in step.meta_parameters]
     values = [p.detach().clone() for p in step.meta_parameters]
-    step(*data)  # plain: the CE + penalty backward must not reach the coefficients
+    run_step(step, data)  # plain: the CE + penalty backward must not reach the coefficients
     for p, g, v in zip(step.meta_parameters, grads, values):
         assert torch.equal(p.grad, g) and torch.equal(p, v)
 
@@ -120,27 +119,24 @@ def test_plain_iteration_leaves_learnable_l2_coefficients_alone():
 def test_hooks_are_called(backend):
     model, opt = sgd_state("mlp", lr=0.1)
     meta = make_meta(model, torch.float64, "focal")
-    calls = {"backward": 0, "sync": [], "sync_v": []}
+    calls = {"backward": 0, "average": []}
 
     def backward(loss):
         calls["backward"] += 1
         loss.backward()
 
-    def sync(params):
-        calls["sync"].append([p.grad.clone() for p in params])
+    def average(tensors):
+        calls["average"].append([t.shape for t in tensors])
 
-    def sync_v(grads):
-        calls["sync_v"].append([g.shape for g in grads])
-
-    step = MetaStep(model, opt, ce, backend=backend, backward=backward, sync_meta_grads=sync,
-                    sync_meta_val_grads=sync_v, **meta)
-    step(*batches("mlp"))
+    step = MetaLearner(model, opt, ce, backend=backend, backward=backward, average=average, **meta)
+    run_step(step, batches("mlp"))
     assert calls["backward"] == 1
-    assert len(calls["sync"]) == 1 and len(calls["sync"][0]) == 3  # A, W, b of the γ-Net
-    expected = [p.shape for p in model.parameters()]
+    v_shapes = [p.shape for p in model.parameters()]
     if backend == "head":
-        expected = [model.classifier.weight.shape, model.classifier.bias.shape]
-    assert calls["sync_v"] == [expected]
+        v_shapes = [model.classifier.weight.shape, model.classifier.bias.shape]
+    phi_shapes = [p.shape for p in meta["gamma_net"].parameters()]  # A, W, b of the γ-Net
+    assert len(phi_shapes) == 3
+    assert calls["average"] == [v_shapes, phi_shapes]  # first the meta-val gradients v, then φ's
 
 
 def test_sgd_coefficient_table():
@@ -160,18 +156,18 @@ def test_errors():
     gamma_net = GammaNet(model.feature_dim, 3).double()
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="torch.optim.SGD"):
-        MetaStep(model, torch.optim.Adam(model.parameters()), ce, gamma_net=gamma_net)
-    with pytest.raises(UnknownNameError, match="head, higher, jvp"):
-        MetaStep(model, sgd, ce, gamma_net=gamma_net, backend="nope")
+        MetaLearner(model, torch.optim.Adam(model.parameters()), ce, gamma_net=gamma_net)
+    with pytest.raises(ValueError, match="available: head, higher, jvp"):
+        MetaLearner(model, sgd, ce, gamma_net=gamma_net, backend="nope")
     with pytest.raises(ValueError, match="gamma_net"):
-        MetaStep(model, sgd, ce)
-    with pytest.raises(ValueError, match="meta_every"):
-        MetaStep(model, sgd, ce, gamma_net=gamma_net, meta_every=0)
-    step = MetaStep(model, sgd, ce, gamma_net=gamma_net)
+        MetaLearner(model, sgd, ce)
+    with pytest.raises(ValueError, match="every must be"):
+        MetaLearner(model, sgd, ce, gamma_net=gamma_net, every=0)
+    step = MetaLearner(model, sgd, ce, gamma_net=gamma_net)
     x, y, _, _ = batches("mlp")
     with pytest.raises(ValueError, match="meta-validation batch"):
-        step(x, y)
-    assert available_backends() == BACKENDS.available() == ["head", "higher", "jvp"]
+        step.step(x, y)
+    assert sorted(BACKENDS) == ["head", "higher", "jvp"]
 
 
 class WrappedSGD:
@@ -196,11 +192,11 @@ def test_wrapped_optimizer(backend):
     data = batches("cnn_bn")
     m1, o1 = clone_state(model, opt)
     m2, o2 = clone_state(model, opt)
-    s1 = MetaStep(m1, o1, ce, backend=backend, **copy.deepcopy(meta))
+    s1 = MetaLearner(m1, o1, ce, backend=backend, **copy.deepcopy(meta))
     wrapper = WrappedSGD(o2)
-    s2 = MetaStep(m2, wrapper, ce, backend=backend, **copy.deepcopy(meta))
-    s1(*data)
-    s2(*data)
+    s2 = MetaLearner(m2, wrapper, ce, backend=backend, **copy.deepcopy(meta))
+    run_step(s1, data)
+    run_step(s2, data)
     assert wrapper.steps == (0 if backend == "higher" else 1)
     for p, q in zip(m1.parameters(), m2.parameters()):
         assert torch.equal(p, q)
@@ -222,20 +218,19 @@ def test_ddp_forward_model(tmp_path):
             data = batches("cnn_bn")
             m1, o1 = clone_state(model, opt)
             m2, o2 = clone_state(model, opt)
-            s1 = MetaStep(m1, o1, ce, backend=backend, **copy.deepcopy(meta))
-            s2 = MetaStep(m2, o2, ce, backend=backend, forward_model=DistributedDataParallel(m2),
+            s1 = MetaLearner(m1, o1, ce, backend=backend, **copy.deepcopy(meta))
+            s2 = MetaLearner(m2, o2, ce, backend=backend, forward_model=DistributedDataParallel(m2),
                           **copy.deepcopy(meta))
-            s1(*data)
-            s2(*data)
+            run_step(s1, data)
+            run_step(s2, data)
             for p, q in zip(m1.parameters(), m2.parameters()):
                 torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
             for p, q in zip(s1.meta_parameters, s2.meta_parameters):
                 torch.testing.assert_close(p.grad, q.grad, rtol=1e-10, atol=1e-12)
         model, opt = sgd_state("mlp", lr=0.1)
-        step = MetaStep(model, opt, ce, backend="higher", forward_model=DistributedDataParallel(model),
-                        **make_meta(model, torch.float64, "focal"))
         with pytest.raises(ValueError, match="DistributedDataParallel"):
-            step(*batches("mlp"))
+            MetaLearner(model, opt, ce, backend="higher", forward_model=DistributedDataParallel(model),
+                        **make_meta(model, torch.float64, "focal"))
     finally:
         dist.destroy_process_group()
 
@@ -255,6 +250,6 @@ def test_gradient_clipping_in_the_real_step(backend):
     assert norm > 1e-2  # clipping is active
     ref_opt.step()
     m, o = clone_state(model, opt)
-    MetaStep(m, o, ce, backend=backend, max_grad_norm=1e-3, **copy.deepcopy(meta))(x, y, xm, ym)
+    MetaLearner(m, o, ce, backend=backend, max_grad_norm=1e-3, **copy.deepcopy(meta)).step(x, y, (xm, ym))
     for p, q in zip(m.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)

@@ -44,7 +44,7 @@ def test_available_and_unknown_name():
 def test_module_params_are_function_keywords(name):
     module = objectives.build(name)
     fn_params = list(inspect.signature(FUNCTIONS[name]).parameters)[2:]
-    assert list(module.params) == fn_params
+    assert list(module.keywords) == fn_params
     with pytest.raises(ValueError, match="unknown parameter"):
         objectives.build(name, not_a_param=1)
 

@@ -1,0 +1,210 @@
+"""The meta learner: one training iteration of the bilevel method (Wang & Golebiowski 2024, Alg. 1).
+
+``MetaLearner.step(x, y)`` does, in order:
+
+1. the real backbone update with the inner loss at the current meta-parameters φ — focal loss at
+   per-sample γ = γ-Net(features) (FLγ-SECE / FLγ-DECE), or CE + learnable L2 on the head (CE-SECE /
+   CE-DECE, Bohdal et al. 2023) — through ``forward_model`` / ``backward`` / ``optimizer.step()``;
+2. the meta objective J = objective(logits, y) + ce_weight·CE on the next meta-validation batch at the
+   UPDATED weights θ' (train-mode BN batch statistics; running statistics not touched);
+3. dJ/dφ by the chosen hypergradient backend (:data:`BACKENDS`), averaged over processes, optional
+   clipping, one ``meta_optimizer.step()``.
+
+Every ``every``-th call is a meta step; the others are plain steps with γ from the γ-Net under no_grad.
+Only φ receives gradients from J (every backend uses ``torch.autograd.grad`` w.r.t. explicit leaves).
+
+Several processes (DDP): the real forward goes through the wrapped ``forward_model``, the lookahead and
+the JVP through the unwrapped ``model``. The meta-val gradients v and the φ gradients are averaged over
+ranks (``average``), so every rank applies the same meta update, which is the exact hypergradient of
+the global batch: θ' uses the rank-averaged g, so dJ̄/dφ = mean_r ∂/∂φ[−η·c·v̄ᵀ g_r], v̄ = mean_r v_r.
+
+:class:`PlainStep` offers the same ``step(x, y) -> StepResult`` for runs without meta-learning.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from .backend import StepContext, StepResult, real_step
+from .gamma_net import GammaNet
+from .hypergrad_head import head_meta_step
+from .hypergrad_higher import higher_meta_step
+from .hypergrad_jvp import jvp_meta_step
+from .inner import make_inner
+from .sgd_lookahead import unwrap_sgd
+
+#: The hypergradient backends by name: "higher" (exact, the reference, one process only), "jvp" (exact,
+#: forward-mode; the default), "head" (lookahead through the classifier head only, Bohdal et al. 2023).
+BACKENDS: dict[str, Callable[..., StepResult]] = {
+    "higher": higher_meta_step,
+    "jvp": jvp_meta_step,
+    "head": head_meta_step,
+}
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def average_over_processes(tensors: list[torch.Tensor]) -> None:
+    """In place: every tensor becomes its mean over all processes (a no-op in one process)."""
+    n = world_size()
+    if n == 1:
+        return
+    for t in tensors:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        t.div_(n)
+
+
+class PlainStep:
+    """A training iteration without meta-learning: ``prepare_batch`` → forward → loss → backward → step."""
+
+    gamma_net = None
+
+    def __init__(self, model: nn.Module, loss: nn.Module, optimizer: Any,
+                 backward: Callable[[torch.Tensor], Any] | None = None, head: nn.Linear | None = None) -> None:
+        if getattr(loss, "needs_head_params", False) and head is None:
+            raise ValueError("this loss penalises the classifier head: pass head=model.classifier")
+        self.model, self.loss, self.optimizer, self.head = model, loss, optimizer, head
+        self.backward = backward if backward is not None else torch.Tensor.backward
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
+        inputs, extra = self.loss.prepare_batch(inputs, targets)
+        if getattr(self.loss, "needs_head_params", False):  # fixed learnable-L2 coefficients
+            extra.update(head_weight=self.head.weight, head_bias=self.head.bias)
+        loss = self.loss(self.model(inputs), targets, **extra).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.backward(loss)
+        self.optimizer.step()
+        return StepResult(loss.detach())
+
+    def checkpointables(self) -> list[Any]:
+        return []
+
+
+class MetaLearner:
+    """Real SGD step of the backbone + one hypergradient update of the meta-parameters φ per iteration.
+
+    Args:
+        model: the classifier, unwrapped (contract: ``model(x, return_features=True)``, ``model.classifier``).
+        optimizer: ``torch.optim.SGD`` over the backbone (any momentum/dampening/nesterov/weight decay), or
+            a wrapper holding it in ``.optimizer`` (accelerate's); its ``step`` is called. One SGD step per call.
+        objective: the meta objective on logits, e.g. ``metacal.objectives.build("sece")``.
+        gamma_net: the γ-Net (φ = its parameters; FLγ-*), with ``loss`` a focal-family loss taking a
+            per-sample ``gamma=`` (default focal). Or, without a γ-Net, ``loss`` =
+            ``metacal.losses.build("ce_learnable_l2", weight_shape=(K, d))`` (φ = its coefficients; CE-*).
+        backend: a key of :data:`BACKENDS`.
+        meta_optimizer: optimiser over φ (default Adam with lr ``meta_lr``).
+        meta_val: an iterator of meta-validation batches ``(x, y)``; used when ``step`` gets none.
+        ce_weight: J = objective + ce_weight·CE (Bohdal et al.'s later CE + 0.5·DECE; 0 = objective only).
+        every: a meta step every n-th call (1 = every call).
+        max_grad_norm / max_meta_grad_norm: optional total-norm clipping of backbone / meta gradients.
+        backward: for the real loss (default ``Tensor.backward``; trainer: ``accelerator.backward``).
+        forward_model: the module of the real train forward (a DDP wrapper); default ``model``.
+        average: in-place mean over processes of a list of tensors (default: torch.distributed, a no-op
+            in one process); applied to the meta-val gradients v and to φ's gradients.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Any,
+        objective: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        *,
+        gamma_net: GammaNet | None = None,
+        loss: nn.Module | None = None,
+        backend: str = "jvp",
+        meta_optimizer: torch.optim.Optimizer | None = None,
+        meta_lr: float = 1e-3,
+        meta_val: Iterator[tuple[torch.Tensor, torch.Tensor]] | None = None,
+        ce_weight: float = 0.0,
+        every: int = 1,
+        max_grad_norm: float | None = None,
+        max_meta_grad_norm: float | None = None,
+        backward: Callable[[torch.Tensor], Any] | None = None,
+        forward_model: nn.Module | None = None,
+        average: Callable[[list[torch.Tensor]], None] = average_over_processes,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown meta backend {backend!r}; available: {', '.join(sorted(BACKENDS))}")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive int, got {every!r}")
+        for label, value in (("max_grad_norm", max_grad_norm), ("max_meta_grad_norm", max_meta_grad_norm)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{label} must be > 0 or None, got {value!r}")
+        forward_model = forward_model if forward_model is not None else model
+        if backend == "higher" and (world_size() > 1 or isinstance(forward_model, nn.parallel.DistributedDataParallel)):
+            raise ValueError("the 'higher' backend runs in a single process only (higher cannot run under "
+                             "DistributedDataParallel); use 'jvp' (the same exact hypergradient) or 'head'")
+        self.backend = backend
+        self.gamma_net = gamma_net
+        self.inner = make_inner(gamma_net, loss)
+        self.meta_parameters = [p for p in self.inner.meta_parameters() if p.requires_grad]
+        for p in self.meta_parameters:  # every process starts from rank 0's φ
+            if world_size() > 1:
+                dist.broadcast(p.data, src=0)
+        self.meta_optimizer = meta_optimizer or torch.optim.Adam(self.meta_parameters, lr=meta_lr)
+        self.meta_val = meta_val
+        self.ce_weight = float(ce_weight)
+        self.every = every
+        self.max_meta_grad_norm = max_meta_grad_norm
+        self.average = average
+        self.iteration = 0
+        self.objective = objective
+        self.ctx = StepContext(
+            model=model, forward_model=forward_model, sgd=unwrap_sgd(optimizer), optimizer=optimizer,
+            inner=self.inner, objective=self.meta_objective,
+            backward=backward if backward is not None else torch.Tensor.backward,
+            max_grad_norm=max_grad_norm, average=average)
+
+    def meta_objective(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """J(logits, y) = objective(logits, y) + ce_weight·CE(logits, y)."""
+        value = self.objective(logits, targets)
+        if self.ce_weight:
+            value = value + self.ce_weight * F.cross_entropy(logits, targets.long())
+        return value
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor,
+             meta_batch: tuple[torch.Tensor, torch.Tensor] | None = None) -> StepResult:
+        """One iteration on the train batch and (on a meta step) ``meta_batch`` or the next ``meta_val`` batch."""
+        is_meta = self.iteration % self.every == 0
+        self.iteration += 1
+        self.ctx.model.train()
+        if not is_meta:
+            real = real_step(self.ctx, inputs, targets, keep_old=False, with_meta_graph=False)
+            return StepResult(real.loss, None, real.meta.detach() if torch.is_tensor(real.meta) else None)
+        if meta_batch is None:
+            if self.meta_val is None:
+                raise ValueError("a meta step needs the meta-validation batch: give meta_val= or step(x, y, (xm, ym))")
+            meta_batch = next(self.meta_val)
+        meta_inputs, meta_targets = (t.to(inputs.device) for t in meta_batch)
+        self.meta_optimizer.zero_grad(set_to_none=True)
+        out = BACKENDS[self.backend](self.ctx, inputs, targets, meta_inputs, meta_targets)
+        for p in self.meta_parameters:  # every rank must take part in the same collectives
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        self.average([p.grad for p in self.meta_parameters])
+        if self.max_meta_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.meta_parameters, self.max_meta_grad_norm)
+        self.meta_optimizer.step()
+        return out
+
+    def checkpointables(self) -> list[Any]:
+        """Stateful objects for accelerate's ``register_for_checkpointing``, in a fixed order."""
+        out: list[Any] = [] if self.gamma_net is None else [self.gamma_net]
+        out.append(self)
+        if self.meta_val is not None and hasattr(self.meta_val, "state_dict"):
+            out.append(self.meta_val)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"iteration": self.iteration, "meta_optimizer": self.meta_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.iteration = int(state["iteration"])
+        self.meta_optimizer.load_state_dict(state["meta_optimizer"])

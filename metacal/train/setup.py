@@ -1,0 +1,147 @@
+"""Everything a run holds before its first epoch: the accelerator, data, model, loss, optimiser, schedule,
+the iteration (plain or meta), the checkpointed state and the TensorBoard writer (:class:`Run`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import DataLoaderConfiguration, set_seed
+
+from metacal.meta import MetaLearner, PlainStep
+
+from . import components, preemption
+from .atomic_io import write_text_atomic
+from .checkpoint import TrainState, load_checkpoint, save_checkpoint
+from .compat import resume_point
+from .config import Config, ConfigError, to_yaml
+from .run_dir import RunPaths
+from .runtime import configure_process
+from .steps import build_step
+from .tb_logging import TBLogger
+
+
+class TrainingDivergedError(RuntimeError):
+    """A non-finite loss, meta objective or γ: the run stops, the last good checkpoint stays."""
+
+
+@dataclass
+class RunResult:
+    """What :func:`metacal.train.train` returns: metrics.json's content and this process's trained modules."""
+
+    metrics: dict[str, Any]
+    model: torch.nn.Module  # unwrapped backbone
+    gamma_net: torch.nn.Module | None
+    state: TrainState
+
+
+def make_accelerator(cfg: Config) -> Accelerator:
+    """Batches are GLOBAL and split across processes; the train sampler is re-seeded per epoch.
+
+    Launched by torchrun on a machine without CUDA, accelerate (1.15) picks gloo/MULTI_CPU only when
+    told ``cpu=True`` (otherwise every process silently trains alone), so that case forces it.
+    """
+    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return Accelerator(
+        cpu=cfg.run.cpu or (launched and not torch.cuda.is_available()),
+        mixed_precision=cfg.run.mixed_precision,
+        dataloader_config=DataLoaderConfiguration(split_batches=True, use_seedable_sampler=True,
+                                                  data_seed=cfg.run.seed),
+        step_scheduler_with_optimizer=False,
+    )
+
+
+def check_finite(accelerator: Accelerator, values: dict[str, torch.Tensor | None], where: str) -> None:
+    """Stop on NaN/inf (agreed across processes so that no rank waits for another forever)."""
+    bad = [name for name, v in values.items() if v is not None and not bool(torch.isfinite(v).all())]
+    if accelerator.num_processes > 1:
+        flag = torch.tensor([float(len(bad))], device=accelerator.device)
+        if float(accelerator.reduce(flag, "sum")) > 0 and not bad:
+            bad = ["(on another process)"]
+    if bad:
+        raise TrainingDivergedError(f"non-finite {', '.join(bad)} at {where}; training stopped")
+
+
+@dataclass
+class Run:
+    """The built components of one run and its checkpointed state."""
+
+    cfg: Config
+    paths: RunPaths
+    accelerator: Accelerator
+    model: torch.nn.Module  # prepared (possibly DDP-wrapped)
+    loss_fn: torch.nn.Module
+    optimizer: Any
+    scheduler: Any
+    stepper: PlainStep | MetaLearner
+    train_loader: Any
+    val_loader: Any
+    test_loader: Any
+    steps_per_epoch: int
+    config_yaml: str
+    state: TrainState = field(default_factory=TrainState)
+    progress: dict[str, Any] = field(default_factory=dict)  # the epoch's accumulators of a mid-epoch resume
+    tb: TBLogger = field(default_factory=lambda: TBLogger(None))
+
+    def save(self, where: str, epoch_progress: dict[str, Any], best: bool = False):
+        """A checkpoint of the current state (None with run.save_checkpoints=false), never of non-finite weights."""
+        if not self.cfg.run.save_checkpoints:
+            return None
+        modules = [self.model, self.stepper.gamma_net, self.loss_fn]
+        finite = all(bool(torch.isfinite(p).all()) for m in modules if m is not None for p in m.parameters())
+        check_finite(self.accelerator, {"weights": torch.tensor(0.0 if finite else float("nan"))}, where)
+        return save_checkpoint(self.accelerator, self.paths.checkpoints, self.state, epoch_progress,
+                               self.config_yaml, best)
+
+    def preempted(self, where: str, saved) -> preemption.Preempted:
+        what = f"checkpoint saved: {saved}" if saved is not None else "no checkpoint (run.save_checkpoints=false)"
+        return preemption.Preempted(f"stopped by SIGTERM after {where}; {what}; continue with --resume")
+
+
+def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
+          before_first_write: Callable[[], None] | None) -> Run:
+    """Build every component (a config error raises before anything is written), load the checkpoint when
+    resuming, then write the resolved config.yaml and open TensorBoard on the main process."""
+    set_seed(cfg.run.seed)
+    configure_process(cfg.run, accelerator.device)
+    n = accelerator.num_processes
+    if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.meta.enabled and cfg.meta.batch_size % n):
+        raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
+                          f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
+                          f"batches and must be divisible by the number of processes ({n})")
+    resume_from = resume_point(paths, cfg) if resume else None
+    bundle = components.build_data(cfg)
+    model = components.build_model(cfg, bundle)
+    loss_fn = components.build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
+    optimizer = components.build_optimizer(cfg, model)
+    scheduler = components.build_scheduler(cfg, optimizer)
+    loaders = components.make_loaders(cfg, bundle)
+    model, optimizer, *loaders = accelerator.prepare(model, optimizer, *loaders)
+    stepper = build_step(cfg, accelerator, model, loss_fn, optimizer, bundle)
+    steps_per_epoch = len(loaders[0])
+    if cfg.run.max_steps_per_epoch is not None:
+        steps_per_epoch = min(steps_per_epoch, cfg.run.max_steps_per_epoch)
+    run = Run(cfg, paths, accelerator, model, loss_fn, optimizer, scheduler, stepper, *loaders,
+              steps_per_epoch=steps_per_epoch, config_yaml=to_yaml(cfg))
+
+    accelerator.register_for_checkpointing(scheduler, run.state)
+    if len(loss_fn.state_dict()) > 0:
+        accelerator.register_for_checkpointing(loss_fn)
+    for obj in stepper.checkpointables():
+        accelerator.register_for_checkpointing(obj)
+    if resume_from is not None:
+        run.progress = load_checkpoint(accelerator, resume_from, accelerator.unwrap_model(model))
+        s = run.state
+        where = f"epoch {s.epoch + 1}, step {s.step_in_epoch}" if s.step_in_epoch else f"epoch {s.epoch}"
+        accelerator.print(f"resumed from {resume_from} after {where} (global step {s.global_step})")
+
+    if accelerator.is_main_process:  # after every component was built: a config error leaves the run directory as it was
+        if before_first_write is not None:
+            before_first_write()
+        write_text_atomic(paths.config, run.config_yaml)
+        if cfg.logging.tensorboard:
+            run.tb = TBLogger(paths.tensorboard)
+    return run
