@@ -44,7 +44,7 @@ import torch
 from metacal.benchmark.memory import minor_faults, rss_available
 from metacal.benchmark.meta_step import (
     BACKENDS,
-    REFERENCES,
+    COMPARISON_ROWS,
     Method,
     build_setup,
     hypergradient_difference,
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     cuda = device.type == "cuda"
 
     model, gamma_net, objective, data = build_setup(args, device)
-    names = ["plain", "focal", *BACKENDS, *REFERENCES]
+    names = ["plain", "focal", *BACKENDS, *COMPARISON_ROWS]
     if args.memory_child:
         print(json.dumps(rss_peaks(names, model, gamma_net, objective, data)))
         return 0
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_s": cpu_median,
         "cpu_ratio_to_focal": {b: cpu(lambda t: t[b] / t["focal"]) for b in BACKENDS},
         "higher_over_jvp": wall(lambda t: t["higher"] / t["jvp"]),
-        "reference_s": {r: median[r] for r in REFERENCES},
+        "reference_s": {r: median[r] for r in COMPARISON_ROWS},
         "higher_over_floor": wall(lambda t: t["higher"] / t["floor"]),
         # jvp = floor + the tangent pass (+ a small contraction): its cost, and the cost it would need to
         # have for jvp to be 2x faster than higher, both in focal steps

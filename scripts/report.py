@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Results page from a sweep's run directories: seed-003-Table-1-style Markdown + CSV + PNG figures.
+"""Results page from a sweep's run directories: a Markdown table laid out like Wang & Golebiowski 2024,
+Table 1, plus CSV and PNG figures.
 
     python scripts/report.py RUN_ROOT [--out docs/results/NAME.md] [--title TITLE] [--bins 15] [--seeds 0 1 2]
 

@@ -1,8 +1,8 @@
-"""Study ``bins``: equal-width ECE and MCE against the number of bins, 10…1000 (seed 003 §5.2.2, Fig. 5).
+"""Study ``bins``: equal-width ECE and MCE against the number of bins, 10…1000 (Wang & Golebiowski 2024, §5.2.2, Fig. 5).
 
 From the test predictions (``predictions/test.npz``) of freshly trained methods, or of existing run
 directories given with ``--runs``. With few test samples per bin, ECE grows with the number of bins (its
-upward bias ∝ √(bins/N)) and MCE approaches 1 — the reason seed 003 argues for a binning-free SECE.
+upward bias ∝ √(bins/N)) and MCE approaches 1 — the reason Wang & Golebiowski 2024 argue for a binning-free SECE.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def run(opts: StudyOptions):
     mce_t = Table("mce", rows, cols + [Column(f"mce_{b}", f"MCE {b} bins (%)", 100, 2) for b in BIN_COUNTS])
     intro = [f"Equal-width top-label ECE and MCE (metacal.metrics.ece_vs_bins) for {len(BIN_COUNTS)} bin counts, "
              f"from {source}.",
-             "Seed 003 §5.2.2: ECE depends on the number of bins, and with many bins most bins hold a handful of "
-             "samples, so ECE is biased upwards and MCE tends to the largest single-sample gap."]
+             "Wang & Golebiowski 2024, §5.2.2: ECE depends on the number of bins, and with many bins most bins "
+             "hold a handful of samples, so ECE is biased upwards and MCE tends to the largest single-sample gap."]
     sections = [Section("ECE against the number of bins", tables=[ece_t]),
                 Section("MCE against the number of bins", tables=[mce_t]),
                 Section("Figure", figures=[("Test ECE (left) and MCE (right) vs number of bins", fig)])]

@@ -1,8 +1,8 @@
-"""Study ``calibratable`` (seed 001, Wang et al. 2021, §2 and Fig. 1–2): is a method's model still
+"""Study ``calibratable`` (Wang, Feng & Zhang 2021, §2 and Fig. 1–2): is a method's model still
 *calibratable*? Every method's test ECE before and after post-hoc calibration fitted on validation —
 temperature scaling (NLL) and histogram binning (15 bins) — and the fitted temperature; plus the per-epoch
 "optimal ECE" curve: the ECE after a temperature fitted on the TEST set itself, a DIAGNOSTIC of how much
-calibration a temperature could recover at that epoch (seed 001 Fig. 2) — never a result, since it uses the
+calibration a temperature could recover at that epoch (Wang, Feng & Zhang 2021, Fig. 2) — never a result, since it uses the
 test labels.
 """
 
@@ -97,13 +97,13 @@ def run(opts: StudyOptions):
              "run's selected epoch (best validation error); TS = temperature scaling fitted by NLL on the "
              "validation predictions; HB = top-label histogram binning, 15 equal-width bins, fitted on validation "
              "(metacal.posthoc). ECE = 15-bin equal-width. A fitted T > 1 means the model was overconfident.",
-             "Seed 001's point: a loss that lowers the raw ECE can leave less for post-hoc calibration to fix — "
-             "compare the 'ECE after TS/HB' columns, not only the raw ECE."]
+             "Wang, Feng & Zhang 2021's point: a loss that lowers the raw ECE can leave less for post-hoc "
+             "calibration to fix — compare the 'ECE after TS/HB' columns, not only the raw ECE."]
     sections = [Section("ECE before and after post-hoc calibration", tables=[main]),
                 Section("Per-epoch optimal ECE (DIAGNOSTIC — uses test labels, not a result)", text=[
                     "Each epoch's model on the test set: raw ECE and the ECE after a temperature fitted by NLL on "
-                    "the test set itself (seed 001 Fig. 2's 'optimal ECE'). Training resumed epoch by epoch from "
-                    "the run's checkpoint (same schedule)."], tables=[curve_t],
+                    "the test set itself (Wang, Feng & Zhang 2021, Fig. 2's 'optimal ECE'). Training resumed "
+                    "epoch by epoch from the run's checkpoint (same schedule)."], tables=[curve_t],
                     figures=[("Test ECE (left) and diagnostic test-fitted-TS ECE (right) per epoch", fig_path)])]
     return write_page(opts.out, "calibratable", "Ablation: calibratable — ECE before/after TS and HB",
                       opts.command, intro, sections, opts.quick)

@@ -1,4 +1,4 @@
-"""Image corruptions for the dataset-shift study (seed 002 §5.3, after Hendrycks & Dietterich 2019's
+"""Image corruptions for the dataset-shift study (Karandikar et al. 2021, §5.3, after Hendrycks & Dietterich 2019's
 CIFAR-10-C), applied on the fly to float images in [0, 1] of shape (N, C, H, W), any device/dtype.
 
 Severity 0 is the identity; 1…5 follow the CIFAR-10-C parameter ladders (scaled to 28×28 where the

@@ -1,6 +1,6 @@
 """Label-based estimators of the top-label calibration error compared against the truth in ``ground_truth``.
 
-ECE-15 / ECE-100 (equal width), ACE-15 (equal mass), SECE (seed 003 eq. 8, Gaussian kernel h = 0.01, hard
+ECE-15 / ECE-100 (equal width), ACE-15 (equal mass), SECE (Wang & Golebiowski 2024, eq. 8, Gaussian kernel h = 0.01, hard
 accuracy), KDE-ECE (Zhang et al. 2020, triweight kernel) and smECE (Błasiok & Nakkiran 2023, relplot) —
 all from metacal.metrics, except that SECE on more than ``EXACT_SECE_MAX`` samples uses ``sece_grid``
 (the same formula with the kernel sums evaluated on a fine grid: O(N + G log G) instead of O(N²); tested
@@ -22,8 +22,8 @@ GRID_SIZE = 8193  # grid spacing 1.2e-4 = h/80 at h = 0.01
 
 
 def sece_grid(conf: torch.Tensor, correct: torch.Tensor, bandwidth: float = 0.01, grid_size: int = GRID_SIZE) -> float:
-    """SECE = (1/N) Σ_i |Σ_j K(c_i−c_j) a_j / Σ_j K(c_i−c_j) − c_i| with Gaussian K (seed 003 eq. 8), the sums
-    Σ_j K(g − c_j)·{a_j, 1} computed on a uniform grid over [0, 1] (linear binning + discrete convolution)
+    """SECE = (1/N) Σ_i |Σ_j K(c_i−c_j) a_j / Σ_j K(c_i−c_j) − c_i| with Gaussian K (Wang & Golebiowski 2024,
+    eq. 8), the sums Σ_j K(g − c_j)·{a_j, 1} computed on a uniform grid over [0, 1] (linear binning + discrete convolution)
     and linearly interpolated at each c_i."""
     conf = conf.double().clamp(0, 1).reshape(-1)
     a = correct.double().reshape(-1).to(conf.device)

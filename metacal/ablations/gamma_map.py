@@ -1,4 +1,4 @@
-"""Study ``gamma_map``: the γ-Net's output map and scale (seed 003 §4.1 eq. 5, "Practical considerations").
+"""Study ``gamma_map``: the γ-Net's output map and scale (Wang & Golebiowski 2024, §4.1 eq. 5, "Practical considerations").
 
 FLγ-SECE variants: the output map |r| (paper), softplus(r), γ_max·sigmoid(r) (γ_max = 5), ReLU(r), with
 r = (x̃W + b)/τ; the temperature τ (paper: 0.01, fixed); the number of attention heads k (paper: k = K).
@@ -35,7 +35,7 @@ def variants(quick: bool) -> dict[str, list[Variant]]:
 def run(opts: StudyOptions):
     setting = meta_sweep_setting(opts)
     sections = sweep_sections(opts, setting, variants(opts.quick), "γ-Net variant")
-    sections[0].text = ["The default γ-Net (seed 003) is output=abs, τ = 0.01, k = K heads; the τ and heads "
+    sections[0].text = ["The default γ-Net (Wang & Golebiowski 2024) is output=abs, τ = 0.01, k = K heads; the τ and heads "
                         "sweeps vary one knob from it. In the full run the default row is in the output-map table."]
     intro = [f"FLγ-SECE (focal loss, per-sample γ from the γ-Net, meta-learned on SECE h = 0.01, backend jvp) on "
              f"{setting.label}. Test numbers of the epoch selected by validation error; γ mean/std = the γ-Net's "

@@ -1,7 +1,7 @@
-"""Study ``grad_weighting`` (seed 004 §4.1–4.2, Fig. 4): how each loss weights a sample's gradient, against
+"""Study ``grad_weighting`` (Lin et al. 2025, §4.1–4.2, Fig. 4): how each loss weights a sample's gradient, against
 the sample's uncertainty.
 
-For a loss ℓ on logits z, the per-sample gradient w.r.t. the logits ∇_z ℓ (CE: p − e_y). Seed 004 views the
+For a loss ℓ on logits z, the per-sample gradient w.r.t. the logits ∇_z ℓ (CE: p − e_y). Lin et al. 2025 view the
 focal family as CE with a per-sample weight; we measure the weight actually applied to the gradient,
 w = ‖∇_z ℓ‖ / ‖∇_z CE‖, and its gradient norm ‖∇_z ℓ‖ against the Brier score ‖e_y − p‖² (Fig. 4 plots the
 last-layer gradient norm, = ‖∇_z ℓ‖·‖features‖, against the Brier score). Each loss trains its own model on
@@ -115,10 +115,10 @@ def run(opts: StudyOptions):
              "samples; Spearman ρ = r of the ranks (1 for any strictly increasing relation: BSCE-GRA has "
              "‖∇_z ℓ‖ = B^{3/2} and CE ‖∇_z ℓ‖ = √B exactly, B = Brier score, so their ρ is 1 while Pearson r "
              "is below 1 from the curvature alone). weight = ‖∇_z ℓ‖/‖∇_z CE‖ (1 for CE); η = the true posterior of the mixture.",
-             "Seed 004's claim: the gradient of BSCE-GRA follows the Brier score most tightly (Fig. 4), and "
+             "Lin et al. 2025's claim: the gradient of BSCE-GRA follows the Brier score most tightly (Fig. 4), and "
              "the generalized Brier score is a better per-sample uncertainty than focal's 1 − p_y."]
     sections = [Section("Correlation of the gradient weight with uncertainty", tables=[table]),
                 Section("Figure", figures=[("Per-sample gradient norm w.r.t. the logits against the Brier score "
                                             "(500 samples per epoch)", fig_path)])]
-    return write_page(opts.out, "grad_weighting", "Ablation: gradient weighting vs uncertainty (seed 004 Fig. 4)",
+    return write_page(opts.out, "grad_weighting", "Ablation: gradient weighting vs uncertainty (Lin et al. 2025, Fig. 4)",
                       opts.command, intro, sections, opts.quick)

@@ -5,7 +5,7 @@ TCE = E|E[c | conf] − conf| (c = posterior at the predicted class; ``true_cali
 huge fresh sample. Then, for evaluation sets of n = 100 … 100 000 samples drawn FRESH from the mixture each
 repetition (labels sampled from the true posterior by the generative process), every estimator
 (``estimators.ESTIMATORS``) is computed and compared with the TCE: bias = mean − TCE, std over repetitions,
-RMSE. This tests seed 003's claim that SECE is an unbiased estimator of the calibration error.
+RMSE. This tests Wang & Golebiowski 2024's claim that SECE is an unbiased estimator of the calibration error.
 
 Models: methods trained on the mixture, plus two controls that need no training — the Bayes classifier
 (the true posterior, TCE = 0) and the Bayes posterior sharpened by a temperature T = 0.5

@@ -1,4 +1,4 @@
-"""Study ``objective``: the meta objective of FLγ-* (seed 003 §4.2): SECE vs DECE vs SB-ECE vs S-AvUC;
+"""Study ``objective``: the meta objective of FLγ-* (Wang & Golebiowski 2024, §4.2): SECE vs DECE vs SB-ECE vs S-AvUC;
 the SECE bandwidth h; soft (all-pairs soft-rank) vs hard (0/1) accuracy inside SECE."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Study ``shift`` (seed 002 §5.3): calibration under dataset shift. Test images corrupted on the fly
+"""Study ``shift`` (Karandikar et al. 2021, §5.3): calibration under dataset shift. Test images corrupted on the fly
 (``corruptions``: Gaussian noise, blur, contrast, brightness, pixelation; severities 1–5) for Fashion-MNIST;
 test error and ECE per severity for each method, before and after temperature scaling fitted on the CLEAN
 validation set (as in practice: the shift is not known when calibrating).

@@ -1,6 +1,6 @@
 """True top-label calibration error when the data distribution's posteriors are known (gaussian_mixture).
 
-Definitions (top-label, Kumar et al. 2019; seed 003 §3). A model gives conf(x) = max_k p̂_k(x) and
+Definitions (top-label, Kumar et al. 2019; Wang & Golebiowski 2024, §3). A model gives conf(x) = max_k p̂_k(x) and
 ŷ(x) = argmax_k p̂_k(x). With the true posterior P(y | x) known, the probability that the prediction at x is
 correct is c(x) = P(y = ŷ(x) | x) = posterior[ŷ(x)](x). The model is calibrated when
 P(Y = ŷ(X) | conf(X) = q) = q for every q, and

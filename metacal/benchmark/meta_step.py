@@ -18,12 +18,12 @@ from metacal.meta import BACKENDS, GammaNet, MetaLearner
 
 from .memory import SavedTensorMeter, reset_rss_peak, rss_mb
 
-# Reference rows, timed in the same loop but not backends: "floor" = a focal step + the meta-val
+# Comparison rows, timed in the same loop but not backends: "floor" = a focal step + the meta-val
 # forward/backward w.r.t. the updated parameters (work every exact full-network hypergradient that takes
 # the real step once must do, so higher / floor bounds any such backend's speed-up over `higher`);
 # "higher_recompute" = higher used as in Bohdal et al.'s code and our first prototype: a lookahead on
 # copied weights, then a separate real step (the step computed twice).
-REFERENCES = ("floor", "higher_recompute")
+COMPARISON_ROWS = ("floor", "higher_recompute")
 
 
 class Method:

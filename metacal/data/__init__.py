@@ -1,4 +1,4 @@
-"""Datasets with the seeded train / val / meta-val split of the official training set (seed 003 §4)
+"""Datasets with the seeded train / val / meta-val split of the official training set (Wang & Golebiowski 2024, §4)
 and seeded loaders: ``build(name, root=None, seed=0, **options) -> DataBundle``, ``available()``.
 
 Datasets: cifar10, cifar100, svhn, tiny_imagenet, fashion_mnist, mnist1d, gaussian_mixture.

@@ -7,7 +7,7 @@ of a run is the same permutation on every machine.
 ``InfiniteLoader`` streams batches forever (for the meta-validation stream of the bilevel step): pass p
 is the permutation ``randperm(N)`` drawn from a generator seeded by (seed, p), so every pass is a fresh
 permutation (unlike ``itertools.cycle``, which replays cached batches — a known issue of Bohdal et al.'s
-code, REFERENCE.md §1). With ``world_size`` > 1, rank r takes ``perm[r::world_size]`` truncated to
+code, docs/conventions.md#data-splits). With ``world_size`` > 1, rank r takes ``perm[r::world_size]`` truncated to
 ⌊N / world_size⌋ samples, so ranks see disjoint samples in every pass. ``state_dict()`` holds
 (pass index, position) so a resumed run continues the same stream.
 """

@@ -1,4 +1,4 @@
-"""Train / val / meta-val from the official training set by one seeded permutation (seed 003 §4: 8:1:1).
+"""Train / val / meta-val from the official training set by one seeded permutation (Wang & Golebiowski 2024, §4: 8:1:1).
 
 The permutation is ``torch.randperm(n, generator=torch.Generator().manual_seed(seed))`` on the CPU
 generator, so a seed gives the same split on every machine and in every process. Sizes:

@@ -1,4 +1,4 @@
-"""Image pipelines: paper augmentation (seed 003 §4: random crop with 4-pixel zero padding + horizontal
+"""Image pipelines: paper augmentation (Wang & Golebiowski 2024, §4: random crop with 4-pixel zero padding + horizontal
 flip) on the training view only; evaluation views are only scaled to [0, 1] and normalised.
 
 Inputs are uint8 tensors (C, H, W). Cropping and flipping act on the uint8 image, so the padding is

@@ -1,4 +1,4 @@
-"""AdaFocal (Ghosh, Schaaf & Gormley, NeurIPS 2022; REFERENCE §2, 3mcloud/adafocal): focal loss whose γ
+"""AdaFocal (Ghosh, Schaaf & Gormley, NeurIPS 2022; 3mcloud/adafocal): focal loss whose γ
 is kept per confidence bin and adapted once per epoch from validation calibration.
 
 Update (``update_from_validation``, once per epoch), for each of the M equal-mass validation bins b:
@@ -11,12 +11,13 @@ Empty bins keep their γ. Defaults (Ghosh et al.): M = 15, γ0 = 1, λ = 1, S_th
 Bins: validation confidences are sorted and split into M groups of (nearly) equal size; the edge between two
 groups is the midpoint of their neighbouring confidences, the outer edges are 0 and 1; membership is
 (lower, upper] (confidence 0 in the first bin). Until the first update the edges are equal-width.
-Differences from the reference code (3mcloud/adafocal), chosen deliberately: its equal-mass edges come from
-``np.interp`` over the sorted confidences, which makes the bins unequal (e.g. 3/2/1 samples for N = 6,
-M = 3) and, with the minimum confidence as the lower edge and (lower, upper] membership, drops the
-least-confident validation sample; here every sample is binned and groups differ in size by at most one.
+Differences from the reference code (3mcloud/adafocal), chosen deliberately: its equal-mass edges are those of
+focal_calibration's adaptive ECE (``np.interp`` over the sorted confidences, the minimum confidence as the lower
+edge, (lower, upper] membership), which shift every bin up by one rank and leave the least-confident
+validation sample in no bin (e.g. 2/2/1 of N = 6 samples for M = 3; docs/conventions.md#ace); here every
+sample is binned and groups differ in size by at most one.
 Training: sample i looks up the bin of its p_t (detached) and uses ℓ_i = −(1 − sign(γ)·p_t)^|γ| log p_t,
-i.e. focal loss for γ ≥ 0 and inverse focal loss (seed 001 eq. 4) for γ < 0. ``bin_gamma`` and
+i.e. focal loss for γ ≥ 0 and inverse focal loss (Wang, Feng & Zhang 2021, eq. 4) for γ < 0. ``bin_gamma`` and
 ``bin_edges`` are buffers, so they are part of ``state_dict``.
 """
 

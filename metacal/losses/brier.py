@@ -1,8 +1,8 @@
-"""Squared-error losses on the softmax: Brier score (Brier, 1950) and the MSE primary loss of seed 002.
+"""Squared-error losses on the softmax: Brier score (Brier, 1950) and the MSE primary loss of Karandikar et al. 2021.
 
-brier: ℓ_i = Σ_c (p_ic − y_ic)²  (REFERENCE §2; seed 004 "BL" baseline).
+brier: ℓ_i = Σ_c (p_ic − y_ic)²  (Lin et al. 2025, eq. 3 and "BL" baseline).
 mse:   ℓ_i = (1/K) Σ_c (p_ic − y_ic)², the mean squared error between one-hot target and probabilities
-       (the "MSE" primary loss of seed 002 §5 / Table 2, i.e. a Keras-style mean over classes = brier / K).
+       (the "MSE" primary loss of Karandikar et al. 2021, §5 / Table 2, i.e. a Keras-style mean over classes = brier / K).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class BrierLoss(Loss):
 
 @LOSSES.register("mse")
 class MSELoss(Loss):
-    """ℓ = (1/K) Σ_c (p_c − y_c)² (seed 002's MSE primary loss; = brier / K)."""
+    """ℓ = (1/K) Σ_c (p_c − y_c)² (Karandikar et al. 2021's MSE primary loss; = brier / K)."""
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, **extra) -> torch.Tensor:
         return reduce(brier_per_sample(logits, targets) / logits.shape[-1], self.reduction)

@@ -1,7 +1,7 @@
 """Dual focal loss (Tao et al., ICML 2023): ℓ = −(1 − p_y + p_j)^γ log p_y, where p_j is the largest
-probability strictly below p_y (0 if there is none) — REFERENCE §2, seed 004 eq. 4.
+probability strictly below p_y (0 if there is none) — as Linwei94/ICML2023-DualFocalLoss; Lin et al. 2025, eq. 5.
 
-γ = 5 default (Tao et al.'s CIFAR setting, used by seed 004 App.; 2.3 for Tiny-ImageNet).
+γ = 5 default (Tao et al.'s CIFAR setting, used by Lin et al. 2025, App.; 2.3 for Tiny-ImageNet).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def dual_focal_base(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.
 
 @LOSSES.register("dual_focal")
 class DualFocalLoss(GammaLoss):
-    """ℓ = −(1 − p_y + p_j)^γ log p_y (Tao et al., 2023); γ = 5 default (seed 004 App. / Tao et al.).
+    """ℓ = −(1 − p_y + p_j)^γ log p_y (Tao et al., 2023); γ = 5 default (Lin et al. 2025, App. / Tao et al.).
 
     ``gamma``: float or per-class list; per-sample ``gamma=`` tensor at call time (differentiable).
     """

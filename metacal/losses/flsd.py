@@ -1,5 +1,5 @@
 """Focal loss with scheduled γ (Mukhoti et al., 2020, "Calibrating deep neural networks using focal
-loss"): sample-dependent FLSD-53 / FLSD-52 and epoch-scheduled FLSc-531 (REFERENCE §2; seed 004 App.).
+loss"): sample-dependent FLSD-53 / FLSD-52 and epoch-scheduled FLSc-531 (docs/conventions.md#losses; Lin et al. 2025, App.).
 
 γ is chosen from p_t or the epoch and carries no gradient (as in torrvision/focal_calibration).
 """

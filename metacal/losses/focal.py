@@ -104,11 +104,11 @@ class CrossEntropy(Loss):
 
 @LOSSES.register("focal")
 class FocalLoss(GammaLoss):
-    """Focal loss ℓ = −(1 − p_y)^γ log p_y (Lin et al., 2017; γ = 1 default as in seed 003 Table 1).
+    """Focal loss ℓ = −(1 − p_y)^γ log p_y (Lin et al., 2017; γ = 1 default as in Wang & Golebiowski 2024, Table 1).
 
     ``gamma`` is a float, or a per-class sequence of length K (γ_{y_i} is used for sample i).
     A per-sample γ tensor passed at call time (``loss(z, y, gamma=g)``) overrides it; that is how the
-    γ-Net's output enters (seed 003 eq. 5).
+    γ-Net's output enters (Wang & Golebiowski 2024, eq. 5).
     """
 
     def forward(

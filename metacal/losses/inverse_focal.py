@@ -1,6 +1,6 @@
-"""Inverse focal loss (Wang, Feng & Zhang, NeurIPS 2021 = seed 001 eq. 4): ℓ = −(1 + p_y)^γ̄ log p_y.
+"""Inverse focal loss (Wang, Feng & Zhang, NeurIPS 2021, eq. 4): ℓ = −(1 + p_y)^γ̄ log p_y.
 
-γ̄ = 1 default (the smallest value of seed 001's sweep γ̄ ∈ {1, 2, 3}, Fig. 6).
+γ̄ = 1 default (the smallest value of Wang, Feng & Zhang 2021's sweep γ̄ ∈ {1, 2, 3}, Fig. 6).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def inverse_focal_per_sample(
 
 @LOSSES.register("inverse_focal")
 class InverseFocalLoss(GammaLoss):
-    """ℓ = −(1 + p_y)^γ̄ log p_y (seed 001 eq. 4); γ̄ = 1 default (seed 001 Fig. 6 sweep 1–3).
+    """ℓ = −(1 + p_y)^γ̄ log p_y (Wang, Feng & Zhang 2021, eq. 4); γ̄ = 1 default (their Fig. 6 sweep 1–3).
 
     ``gamma``: float or per-class list; per-sample ``gamma=`` tensor at call time (differentiable).
     """

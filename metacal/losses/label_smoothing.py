@@ -1,7 +1,7 @@
-"""Cross-entropy with label smoothing (Müller et al., 2019; seed 001 §3 eq. 1):
+"""Cross-entropy with label smoothing (Müller et al., 2019; Wang, Feng & Zhang 2021, §3 eq. 1):
 targets ỹ = (1 − ε)·onehot(y) + ε/K, ℓ = −Σ_c ỹ_c log p_c = (1 − ε)·CE + ε·CE(uniform).
 
-ε = 0.05 default (seed 003 baseline "LS-0.05"; seed 001 Table 1 uses 0.01–0.09).
+ε = 0.05 default (Wang & Golebiowski 2024 baseline "LS-0.05"; Wang, Feng & Zhang 2021, Table 1 uses 0.01–0.09).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .registry import LOSSES
 
 @LOSSES.register("label_smoothing")
 class LabelSmoothingCE(Loss):
-    """ℓ = −Σ_c [(1 − ε)·1[c = y] + ε/K] log p_c; ε = 0.05 (seed 003 LS-0.05)."""
+    """ℓ = −Σ_c [(1 − ε)·1[c = y] + ε/K] log p_c; ε = 0.05 (Wang & Golebiowski 2024 LS-0.05)."""
 
     def __init__(self, epsilon: float = 0.05, reduction: str = "mean") -> None:
         super().__init__(reduction)

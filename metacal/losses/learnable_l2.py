@@ -1,5 +1,5 @@
 """Cross-entropy plus a learnable element-wise L2 penalty on the classifier head (Bohdal et al., 2023,
-"Meta-Calibration"; the "learnable L2" baseline in seed 003 §4).
+"Meta-Calibration"; the "learnable L2" baseline in Wang & Golebiowski 2024, §4).
 
 ℓ_i = CE_i + Σ coeff_weight ⊙ W² + Σ coeff_bias ⊙ b², with one unclamped coefficient per head weight
 (init 0) — the meta-parameters a meta-learner trains by hypergradient.

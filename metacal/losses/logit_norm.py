@@ -1,7 +1,7 @@
-"""CE plus an L1 penalty on the logits (seed 001 §3: L_Lp = CE + α‖g‖_p with p = 1, from [7]).
+"""CE plus an L1 penalty on the logits (Wang, Feng & Zhang 2021, §3: L_Lp = CE + α‖g‖_p with p = 1, from [7]).
 
 ℓ_i = CE_i + α·Σ_c |z_ic|; the batch mean is mean CE + α·mean_i ‖z_i‖₁.
-α = 0.01 default (seed 001 Table 1: best α 0.01 on three of its four datasets, 0.05 on the other).
+α = 0.01 default (Wang, Feng & Zhang 2021, Table 1: best α 0.01 on three of its four datasets, 0.05 on the other).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .registry import LOSSES
 
 @LOSSES.register("l1_logit_norm")
 class L1LogitNormCE(Loss):
-    """ℓ_i = −log p_y + α‖z_i‖₁ (seed 001 §3); α = 0.01 (seed 001 Table 1)."""
+    """ℓ_i = −log p_y + α‖z_i‖₁ (Wang, Feng & Zhang 2021, §3); α = 0.01 (Wang, Feng & Zhang 2021, Table 1)."""
 
     def __init__(self, alpha: float = 0.01, reduction: str = "mean") -> None:
         super().__init__(reduction)

@@ -3,7 +3,7 @@
 ``prepare_batch(x, y)`` draws λ ~ Beta(α, α) once per batch and a permutation π, and returns
 x̃ = λ·x + (1 − λ)·x[π] with ``extra = {"targets_b": y[π], "lam": λ}``;
 ``forward(z, y, targets_b, lam) = λ·PL(z, y) + (1 − λ)·PL(z, y_b)`` (per sample for ``reduction="none"``).
-Without ``targets_b`` (evaluation) it is the primary loss. α = 1 default (seed 003 baseline
+Without ``targets_b`` (evaluation) it is the primary loss. α = 1 default (Wang & Golebiowski 2024 baseline
 "Mix-Up (α = 1.0)"); α = 0 disables mixing (λ = 1), as in the reference code.
 Randomness comes from a ``torch.Generator`` the loss owns (``seed``): λ is drawn by inverting the Beta CDF
 of a uniform from that generator, π by ``randperm`` with it; the generator state is saved in
@@ -23,7 +23,7 @@ from .registry import LOSSES
 
 @LOSSES.register("mixup")
 class Mixup(Loss):
-    """λ·PL(y) + (1 − λ)·PL(y_π) on mixed inputs; α = 1 (seed 003), primary "ce" by default."""
+    """λ·PL(y) + (1 − λ)·PL(y_π) on mixed inputs; α = 1 (Wang & Golebiowski 2024), primary "ce" by default."""
 
     def __init__(
         self,

@@ -1,12 +1,17 @@
-"""Uncertainty-weighted cross-entropy (Lin et al., CVPR 2025 = seed 004): ℓ = u(p)·CE.
+"""Uncertainty-weighted cross-entropy (Lin et al., CVPR 2025, eq. 6): ℓ = u(p)·CE.
 
-* BSCE (seed 004 eq. 5 and 9): u = ‖onehot(y) − p‖_β^γ = (Σ_c |y_c − p_c|^β)^{γ/β}, differentiated
-  through u like any loss. β = γ = 2 makes u the Brier score Σ_c (p_c − y_c)² (seed 004 §3), the default.
-* "-GRA" (gradient-reweighted, seed 004 eq. 8–10): the same value, but u is held constant (detached from
-  the logits), so ∇ℓ = u·∇CE. ``bsce_gra`` (u = gBS), ``focal_gra`` (u = (1 − p_y)^γ, seed 004 eq. 7),
-  ``dual_focal_gra`` (u = (1 − p_y + p_j)^γ, seed 004 eq. 8).
+* BSCE: u = ‖onehot(y) − p‖_β^γ = (Σ_c |y_c − p_c|^β)^{γ/β} (the generalized Brier score, eq. 11),
+  differentiated through u like any loss. β = γ = 2 makes u the Brier score Σ_c (p_c − y_c)² (eq. 3), the default.
+* "-GRA" (gradient-reweighted, eq. 9–10; BSCE-GRA eq. 14): the same value, but u is held constant (detached
+  from the logits), so ∇ℓ = u·∇CE exactly, as eq. 9 prescribes. ``bsce_gra`` (u = gBS), ``focal_gra``
+  (u = (1 − p_y)^γ, eq. 7), ``dual_focal_gra`` (u = (1 − p_y + p_j)^γ, eq. 8).
 For ``focal_gra`` / ``dual_focal_gra`` a per-sample γ tensor still receives gradient (only the
 dependence of u on the logits is cut).
+
+Difference from the reference code (Jinxu-Lin/BSCE-GRA): its BSCE-GRA and focal GRA losses detach the whole
+weight, as here, but its current dual-focal GRA loss computes only p_j without gradient, so p_y inside
+(1 − p_y + p_j)^γ stays differentiable: same values, but a gradient that is not u·∇CE. metacal follows eq. 9
+(docs/conventions.md#losses).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from .registry import LOSSES
 
 
 def generalized_brier(logits: torch.Tensor, targets: torch.Tensor, beta: float, gamma: float) -> torch.Tensor:
-    """u_gBS = (Σ_c |y_c − p_c|^β)^{γ/β} per sample (seed 004 eq. 5)."""
+    """u_gBS = (Σ_c |y_c − p_c|^β)^{γ/β} per sample (Lin et al. 2025, eq. 11)."""
     probs = F.softmax(logits, dim=-1)
     onehot = F.one_hot(targets.long(), probs.shape[-1]).to(probs.dtype)
     diff = (onehot - probs).abs()
@@ -45,19 +50,19 @@ class _BrierWeightedCE(Loss):
 
 @LOSSES.register("bsce")
 class BSCE(_BrierWeightedCE):
-    """ℓ = −‖y − p‖_β^γ log p_y, gradient through the weight (seed 004 eq. 9); β = γ = 2 (Brier)."""
+    """ℓ = −‖y − p‖_β^γ log p_y, gradient through the weight (Lin et al. 2025, eq. 6 with eq. 11); β = γ = 2 (Brier)."""
 
 
 @LOSSES.register("bsce_gra")
 class BSCEGRA(_BrierWeightedCE):
-    """Value of BSCE, gradient u·∇CE with u = ‖y − p‖_β^γ detached (seed 004 eq. 10); β = γ = 2."""
+    """Value of BSCE, gradient u·∇CE with u = ‖y − p‖_β^γ detached (Lin et al. 2025, eq. 9 and 14); β = γ = 2."""
 
     detach_weight = True
 
 
 @LOSSES.register("focal_gra")
 class FocalGRA(GammaLoss):
-    """ℓ = −u·log p_y, u = (1 − p_y)^γ detached from the logits (seed 004 eq. 7 + GRA); γ = 1 default
+    """ℓ = −u·log p_y, u = (1 − p_y)^γ detached from the logits (Lin et al. 2025, eq. 7 + GRA); γ = 1 default
     (as ``focal``). Per-sample ``gamma=`` at call time, differentiable w.r.t. γ."""
 
     def forward(
@@ -71,8 +76,11 @@ class FocalGRA(GammaLoss):
 
 @LOSSES.register("dual_focal_gra")
 class DualFocalGRA(GammaLoss):
-    """ℓ = −u·log p_y, u = (1 − p_y + p_j)^γ detached from the logits (seed 004 eq. 8 + GRA); γ = 5
-    default (as ``dual_focal``). Per-sample ``gamma=`` at call time, differentiable w.r.t. γ."""
+    """ℓ = −u·log p_y, u = (1 − p_y + p_j)^γ detached from the logits (Lin et al. 2025, eq. 8 + GRA); γ = 5
+    default (as ``dual_focal``). Per-sample ``gamma=`` at call time, differentiable w.r.t. γ.
+
+    The whole weight is detached, so ∇ℓ = u·∇CE (eq. 9); the reference code detaches only p_j, which gives
+    the same value but a different gradient (module docstring)."""
 
     def __init__(self, gamma: float | list[float] = 5.0, reduction: str = "mean") -> None:
         super().__init__(gamma, reduction)

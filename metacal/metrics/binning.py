@@ -1,14 +1,18 @@
 """Hard binning of confidences and per-bin statistics (the tables behind ECE and reliability diagrams).
 
-Conventions (REFERENCE §3, gpleiss / focal_calibration): bins are (lower, upper]; a confidence of exactly 0
+Conventions (docs/conventions.md#metrics; as gpleiss / focal_calibration): bins are (lower, upper]; a confidence of exactly 0
 goes to the first bin and exactly 1.0 to the top bin (torchmetrics instead opens an extra bin for 1.0).
 
 * ``scheme="width"``: M equal-width bins with edges 0, 1/M, ..., 1.
-* ``scheme="mass"`` (equal mass, Nixon et al. 2019; seed 002 eq. 6): confidences sorted ascending, bin b holds
+* ``scheme="mass"`` (equal mass, Nixon et al. 2019; Karandikar et al. 2021, eq. 6): confidences sorted ascending, bin b holds
   the ranks [⌊bN/M⌋, ⌊(b+1)N/M⌋). Tied confidences always share a bin — the bin of the tie group's lowest rank —
   so the result does not depend on input order (bins may then be unequal or empty). Edges: e_0 = 0, e_M = 1 and
   e_b = largest confidence of bins < b, so that every bin is again (e_b, e_{b+1}].
-  (focal_calibration's adaptive ECE drops one sample per bin — a known bug not reproduced here.)
+  focal_calibration's adaptive ECE differs (docs/conventions.md#ace): its edges interpolate the sorted
+  confidences at positions bN/M (the last one clamped to the maximum) and its bins are (lower, upper], so with
+  distinct confidences its bin b holds the ranks ⌊bN/M⌋ + 1 … ⌊(b+1)N/M⌋ (the last bin up to N − 1) — every
+  bin shifted up by one rank from ours. The only sample in no bin is the global minimum (it equals the lowest
+  edge), yet the weights still divide by N, so they sum to (N − 1)/N. We do not reproduce this.
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ class BinStatistics:
 def bin_statistics(
     conf: torch.Tensor, correct: torch.Tensor, num_bins: int = 15, scheme: str = "width"
 ) -> BinStatistics:
-    """Per-bin edges, counts, mean confidence C_b and accuracy A_b (seed 002 eq. 3–5) of 1-D conf/correct."""
+    """Per-bin edges, counts, mean confidence C_b and accuracy A_b (Karandikar et al. 2021, eq. 3–5) of 1-D conf/correct."""
     check_conf_correct(conf, correct)
     correct = correct.to(dtype=conf.dtype, device=conf.device)
     index, edges = bin_index(conf, num_bins, scheme)

@@ -1,13 +1,15 @@
 """Top-label calibration errors with hard bins: ECE, MCE, RMSCE, ACE, ECE-sweep, KS error, ECE vs #bins.
 
-Binned calibration error of order p (seed 002 eq. 6; Guo et al. 2017 / seed 001 §2 for p = 1)::
+Binned calibration error of order p (Karandikar et al. 2021, eq. 6; Guo et al. 2017 / Wang, Feng & Zhang 2021, §2 for p = 1)::
 
     CE_p = ( Σ_b (n_b / N) |A_b − C_b|^p )^(1/p),     CE_max = max_{b: n_b > 0} |A_b − C_b|
 
 with C_b the mean top-label confidence and A_b the accuracy of bin b (empty bins contribute nothing and are
 ignored by the max). ECE = CE_1 equal width, RMSCE = CE_2 equal width, MCE = CE_max equal width,
-ACE = CE_1 equal mass (top-label adaptive ECE as in focal_calibration/Mukhoti et al. 2020 — without its
-drop-one-sample bug; seed 003 eq. 15 defines a class-wise variant, see ``classwise.classwise_ace``).
+ACE = CE_1 equal mass (top-label adaptive ECE, Mukhoti et al. 2020; our bins hold the ranks [⌊bN/M⌋, ⌊(b+1)N/M⌋),
+whereas focal_calibration's interpolated edges shift every bin up by one rank and leave the least confident
+sample in no bin, see :mod:`.binning`; Wang & Golebiowski 2024, eq. 15 defines a class-wise variant, see
+``classwise.classwise_ace``).
 All values are fractions.
 """
 
@@ -50,7 +52,7 @@ def calibration_error(
 
 
 def ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
-    """Expected calibration error, equal width, ℓ1 (Guo et al. 2017; seed 001 §2)."""
+    """Expected calibration error, equal width, ℓ1 (Guo et al. 2017; Wang, Feng & Zhang 2021, §2)."""
     return calibration_error(probs, labels, num_bins, "width", "l1")
 
 
@@ -60,7 +62,7 @@ def mce(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.
 
 
 def rmsce(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
-    """Root-mean-square calibration error, equal width, ℓ2 (seed 002 eq. 6 with p = 2)."""
+    """Root-mean-square calibration error, equal width, ℓ2 (Karandikar et al. 2021, eq. 6 with p = 2)."""
     return calibration_error(probs, labels, num_bins, "width", "l2")
 
 
@@ -72,7 +74,7 @@ def ace(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.
 def ece_vs_bins(
     probs: torch.Tensor, labels: torch.Tensor, bins: Sequence[int] = (10, 20, 50, 100, 200, 500, 1000)
 ) -> dict[str, list]:
-    """Equal-width ECE and MCE for each bin count (seed 003 §5, Fig. 5: 10…1000 bins).
+    """Equal-width ECE and MCE for each bin count (Wang & Golebiowski 2024, §5, Fig. 5: 10…1000 bins).
 
     Returns ``{"bins": [...], "ece": [...], "mce": [...]}`` (floats, fractions).
     """

@@ -1,13 +1,13 @@
 """Class-wise calibration errors: every class c binned on its own probability p_c (Nixon et al. 2019).
 
-Classwise ECE (seed 003 eq. 14), equal-width bins per class::
+Classwise ECE (Wang & Golebiowski 2024, eq. 14), equal-width bins per class::
 
     CECE = Σ_c Σ_m |b_mc| / (N K) · |acc(b_mc) − conf(b_mc)|
 
 acc(b_mc) = fraction of samples in bin b_mc whose label is c; conf(b_mc) = mean p_c there. K is the width of
 ``probs`` (never max(label) + 1). Bins (lower, upper], 0 in the first and 1.0 in the top bin, empty bins skipped.
 
-Classwise ACE (seed 003 eq. 15): R equal-mass ranges per class, each range weighted 1/(RK) (empty ranges,
+Classwise ACE (Wang & Golebiowski 2024, eq. 15): R equal-mass ranges per class, each range weighted 1/(RK) (empty ranges,
 possible only with N < R or ties, are skipped).
 """
 
@@ -24,7 +24,7 @@ def _onehot(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def classwise_ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
-    """Classwise ECE (seed 003 eq. 14), a fraction."""
+    """Classwise ECE (Wang & Golebiowski 2024, eq. 14), a fraction."""
     check_probs_labels(probs, labels)
     num_bins = check_num_bins(num_bins)
     n, k = probs.shape
@@ -36,7 +36,8 @@ def classwise_ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15)
 
 
 def classwise_ace(probs: torch.Tensor, labels: torch.Tensor, num_ranges: int = 15) -> torch.Tensor:
-    """Classwise adaptive ECE (seed 003 eq. 15): Σ_c Σ_r |acc(b_rc) − conf(b_rc)| / (R K) over equal-mass ranges."""
+    """Classwise adaptive ECE (Wang & Golebiowski 2024, eq. 15): Σ_c Σ_r |acc(b_rc) − conf(b_rc)| / (R K) over
+    equal-mass ranges."""
     check_probs_labels(probs, labels)
     num_ranges = check_num_bins(num_ranges)
     k = probs.shape[1]

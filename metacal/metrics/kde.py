@@ -1,4 +1,5 @@
-"""KDE-ECE (Zhang, Kailkhura, Han 2020, "Mix-n-Match", Theorem/eq. for ECE^d with d = 1; REFERENCE §3).
+"""KDE-ECE (Zhang, Kailkhura, Han 2020, "Mix-n-Match", Theorem/eq. for ECE^d with d = 1;
+reference code Mix-n-Match-Calibration; docs/conventions.md#metrics).
 
 Top-label confidences c_i with correctness a_i. Densities by a triweight kernel with reflection at 0 and 1::
 

@@ -1,6 +1,6 @@
 """Smooth, binning-free calibration errors of the top-label confidence: SECE (metric) and smECE.
 
-* SECE metric (Wang & Golebiowski 2024, seed 003 eq. 8/13) with HARD accuracy a_i = 1[ŷ_i = y_i] and a
+* SECE metric (Wang & Golebiowski 2024, eq. 8/13) with HARD accuracy a_i = 1[ŷ_i = y_i] and a
   Gaussian kernel of bandwidth h = 0.01; computed by ``metacal.objectives.sece.sece_from_confidence``
   (the same code as the differentiable objective) for N ≤ ``CHUNK`` samples. That call holds N×N matrices,
   so larger N use ``sece_chunked`` — the identical formula (include_self=True, softmax-normalised kernel
@@ -25,7 +25,8 @@ ROWS = 256  # rows per step of the chunked computation (256 × N entries per mat
 
 
 def sece_chunked(conf: torch.Tensor, acc: torch.Tensor, bandwidth: float, chunk: int = ROWS) -> torch.Tensor:
-    """(1/N) Σ_i |Σ_j w_ij a_j − c_i| with w_i· = softmax_j(−(c_i − c_j)²/(2h²)) (seed 003 eq. 8/13), chunked rows."""
+    """(1/N) Σ_i |Σ_j w_ij a_j − c_i| with w_i· = softmax_j(−(c_i − c_j)²/(2h²)) (Wang & Golebiowski 2024,
+    eq. 8/13), chunked rows."""
     total = conf.new_zeros(())
     for start in range(0, conf.shape[0], chunk):
         rows = conf[start : start + chunk]
@@ -50,7 +51,7 @@ def sece_metric_from_confidence(
 
 
 def sece_metric(probs: torch.Tensor, labels: torch.Tensor, bandwidth: float = SECE_BANDWIDTH) -> torch.Tensor:
-    """SECE (seed 003 eq. 8) of N×K probabilities with hard accuracy."""
+    """SECE (Wang & Golebiowski 2024, eq. 8) of N×K probabilities with hard accuracy."""
     check_probs_labels(probs, labels)
     conf, _, correct = top_label(probs, labels)
     return sece_metric_from_confidence(conf, correct, bandwidth)

@@ -1,4 +1,5 @@
-"""``summary(probs, labels, num_bins=15)``: the evaluate-CLI metric set as a dict of floats (CONTRACTS.md)."""
+"""``summary(probs, labels, num_bins=15)``: the evaluate-CLI metric set as a dict of floats
+(docs/conventions.md#interfaces)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15,
     """Exactly the keys ``SUMMARY_KEYS`` (fractions; nll in nats; n and num_classes as ints); without
     the ``BINNING_FREE_KEYS`` when ``binning_free`` is False (the trainer's cheap per-epoch view).
 
-    ece/mce/rmsce: equal width; ace: equal mass (top label); classwise_ece: seed 003 eq. 14 — all with
+    ece/mce/rmsce: equal width; ace: equal mass (top label); classwise_ece: Wang & Golebiowski 2024, eq. 14 — all with
     ``num_bins`` bins. sece: hard accuracy, h = 0.01. kde_ece, smece: binning-free.
     """
     check_probs_labels(probs, labels)

@@ -7,7 +7,7 @@ Two constructions, because the calibration literature uses two:
   16k/32k/64k with strides 1/2/2, 1×1 conv shortcut (applied to the pre-activated input) where
   the width changes, final BN-ReLU, global average pool, linear head. ``wrn28_10`` (n = 4):
   36,479,194 parameters for 10 classes (paper: 36.5M, Table 4). Used by Karandikar et al.
-  2021 (seed 002) via uncertainty-baselines.
+  2021) via uncertainty-baselines.
 * ``style="postact"`` — WRN-26-10 as built by torrvision/focal_calibration
   ``Net/wide_resnet.py`` (``wide_resnet_cifar(depth=26, width=10)``, used by Mukhoti et al.
   2020 and by BSCE-GRA, Lin et al. 2025): depth counted He-style as 6n + 2 (stem conv + 6n

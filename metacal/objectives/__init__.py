@@ -1,4 +1,4 @@
-"""Differentiable calibration objectives on logits (meta-validation / secondary losses); see CONTRACTS.md.
+"""Differentiable calibration objectives on logits (meta-validation / secondary losses); see docs/conventions.md#objectives.
 
 Every objective takes N×K logits and N integer targets and returns a scalar tensor, differentiable w.r.t. the
 logits. By name: ``build(name, **params)`` returns a callable ``obj(logits, targets)``; ``available()``.
@@ -15,9 +15,9 @@ from .sbece import sbece, sbece_label
 from .sece import sece, sece_from_confidence
 from .soft_accuracy import soft_rank_accuracy
 
-# CONTRACTS.md names both the function ``metacal.objectives.sece(logits, targets)`` and the path
-# ``metacal.objectives.sece.sece_from_confidence``. The package attribute ``sece`` is the function (it shadows
-# the submodule for attribute access and ``import metacal.objectives.sece as m``), so the function also
+# The interface (docs/conventions.md#interfaces) names both the function ``metacal.objectives.sece(logits,
+# targets)`` and the path ``metacal.objectives.sece.sece_from_confidence``. The package attribute ``sece`` is
+# the function (it shadows the submodule for attribute access and ``import metacal.objectives.sece as m``), so the function also
 # carries the confidence-level entry point; ``from metacal.objectives.sece import ...`` works as usual.
 sece.sece_from_confidence = sece_from_confidence  # type: ignore[attr-defined]
 

@@ -1,13 +1,13 @@
 """AvUC and soft AvUC (S-AvUC) — accuracy-versus-uncertainty calibration losses.
 
-AvUC (Krishnan & Tickoo 2020; seed 002 eq. 13–14). a_i = 1[argmax = y_i], c_i = top-label confidence,
+AvUC (Krishnan & Tickoo 2020; Karandikar et al. 2021, eq. 13–14). a_i = 1[argmax = y_i], c_i = top-label confidence,
 h_i = predictive entropy (nats). Certain ⇔ h_i < κ, uncertain ⇔ h_i ≥ κ::
 
     n_AU = Σ_{A,U} c_i tanh h_i          n_IC = Σ_{I,C} (1 − c_i)(1 − tanh h_i)
     n_AC = Σ_{A,C} c_i (1 − tanh h_i)    n_IU = Σ_{I,U} (1 − c_i) tanh h_i
     AvUC = log(1 + (n_AU + n_IC) / (n_AC + n_IU))
 
-S-AvUC (Karandikar et al. 2021; seed 002 eq. 15–16) replaces the hard certain/uncertain split by the soft
+S-AvUC (Karandikar et al. 2021, eq. 15–16) replaces the hard certain/uncertain split by the soft
 uncertainty t = t_{κ,T}(h*) = logistic((1/T) log(h*(1 − κ) / ((1 − h*) κ))), h* = h / log K, and drops the
 confidence factors::
 
@@ -18,17 +18,17 @@ As T → 0, t → 1[h* > κ] (hard threshold κ·log K nats).
 
 Defaults and choices (documented):
 
-* AvUC κ: no published default (Krishnan & Tickoo set it from the mean entropy of the first epochs; seed 002
-  tunes it). ``kappa=None`` means half the maximum entropy, 0.5·log K nats — the hard counterpart of S-AvUC's
+* AvUC κ: no published default (Krishnan & Tickoo set it from the mean entropy of the first epochs; Karandikar et al. 2021
+  tune it). ``kappa=None`` means half the maximum entropy, 0.5·log K nats — the hard counterpart of S-AvUC's
   κ = 0.5 on the normalised entropy. Pass a number (nats) to set it.
-* S-AvUC κ = 0.5, T = 1: the member of the t_{κ,T} family that is the identity t(h*) = h* (seed 002 §4.2);
-  these are also the defaults of the reference ``soft_uncertainty`` in google/uncertainty-baselines. Seed 002
-  tunes both; no tuned values are published.
+* S-AvUC κ = 0.5, T = 1: the member of the t_{κ,T} family that is the identity t(h*) = h* (Karandikar et al. 2021, §4.2);
+  these are also the defaults of the reference ``soft_uncertainty`` in google/uncertainty-baselines. Karandikar et al. 2021
+  tune both; no tuned values are published.
 * The denominator is floored at 1e-5 as in the reference code (it is 0 only when every accurate sample is
   uncertain with c = 1 … or no such terms exist), so the loss stays finite.
 * h* is clamped to [1e-6, 1 − 1e-6] inside the logit of t only (confidence exactly 1 gives h* = 0 and an
   infinite log); tanh(h) uses the exact entropy. Entropy is −Σ p log p from log_softmax (finite for ±1e4 logits).
-* ``stop_confidence_gradient=True`` gives AvUC-GS (seed 002 App. D): no gradient through the c_i factors.
+* ``stop_confidence_gradient=True`` gives AvUC-GS (Karandikar et al. 2021, App. D): no gradient through the c_i factors.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def avuc(
     *,
     stop_confidence_gradient: bool = False,
 ) -> torch.Tensor:
-    """AvUC loss (seed 002 eq. 13–14) of N×K logits; ``kappa`` = entropy threshold in nats (None → 0.5·log K)."""
+    """AvUC loss (Karandikar et al. 2021, eq. 13–14) of N×K logits; ``kappa`` = entropy threshold in nats
+    (None → 0.5·log K)."""
     check_logits_targets(logits, targets)
     num_classes = logits.shape[1]
     if kappa is None:
@@ -83,7 +84,7 @@ def avuc(
 
 
 def soft_uncertainty(normalised_entropy: torch.Tensor, kappa: float = 0.5, temperature: float = 1.0) -> torch.Tensor:
-    """t_{κ,T}(h*) = logistic((logit(h*) − logit(κ)) / T) (seed 002 §4.2), h* clamped to [1e-6, 1 − 1e-6]."""
+    """t_{κ,T}(h*) = logistic((logit(h*) − logit(κ)) / T) (Karandikar et al. 2021, §4.2), h* clamped to [1e-6, 1 − 1e-6]."""
     h = normalised_entropy.clamp(NORMALISED_ENTROPY_CLAMP, 1.0 - NORMALISED_ENTROPY_CLAMP)
     logit_h = torch.log(h) - torch.log1p(-h)
     return torch.sigmoid((logit_h - math.log(kappa / (1.0 - kappa))) / temperature)
@@ -95,7 +96,7 @@ def savuc(
     kappa: float = 0.5,
     temperature: float = 1.0,
 ) -> torch.Tensor:
-    """Soft AvUC (seed 002 eq. 15–16) of N×K logits; κ ∈ (0, 1) on the normalised entropy, T > 0."""
+    """Soft AvUC (Karandikar et al. 2021, eq. 15–16) of N×K logits; κ ∈ (0, 1) on the normalised entropy, T > 0."""
     check_logits_targets(logits, targets)
     if not 0.0 < float(kappa) < 1.0:
         raise ValueError(f"kappa must lie in (0, 1) (threshold on entropy / log K), got {kappa}")

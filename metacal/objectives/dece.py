@@ -1,4 +1,4 @@
-"""DECE — differentiable expected calibration error (Bohdal et al. 2021, "Meta-calibration"; REFERENCE §1).
+"""DECE — differentiable expected calibration error (Bohdal et al. 2021, "Meta-calibration"; docs/conventions.md#dece).
 
 Soft binning of the top-label confidence c_i (DNDT binning layer, Yang et al. 2018) into M equal-width bins::
 
@@ -14,14 +14,16 @@ Choices (documented):
 
 * We evaluate the right-hand form, algebraically identical whenever S_m > 0; it never divides by S_m, so an
   empty bin contributes 0 instead of 0/0.
-* ``membership_eps=1e-6`` (default) reproduces the reference code's "add 1e-6 to every membership, then
-  renormalise each row" step, so values match that code base (the change is ≤ ~M·1e-6 of the gaps). It is not
-  needed for stability here; ``membership_eps=0`` gives the plain soft binning (used by the limit tests).
+* ``membership_eps=1e-6`` (default) follows the reference code in adding ε = 1e-6 to every membership, but
+  then divides each row by its true sum 1 + Mε (= 1 + 15ε), so memberships sum to 1. The reference divides by
+  1 + (M + 1)ε (= 1 + 16ε) instead; DECE being linear in the memberships, its value is ours times
+  (1 + 15ε)/(1 + 16ε), i.e. smaller by a factor 1 − 1e-6. The constant is not needed for stability here;
+  ``membership_eps=0`` gives the plain soft binning (used by the limit tests).
 * Bin boundaries: a confidence exactly on a cut point j/M gets membership ½/½ in the two neighbouring bins;
   as t_b → 0 every other confidence goes to its equal-width bin, so DECE → hard-binned ECE with soft accuracy,
   and with t_a → ∞ as well → the usual 15-bin ECE.
 
-Defaults M = 15, t_a = 100, t_b = 0.01 (Bohdal et al. 2021, REFERENCE §1).
+Defaults M = 15, t_a = 100, t_b = 0.01 (Bohdal et al. 2021).
 """
 
 from __future__ import annotations

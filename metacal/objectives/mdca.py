@@ -1,4 +1,4 @@
-"""MDCA — multi-class difference in confidence and accuracy (Hebbalaguppe et al. 2022, CVPR; REFERENCE §2)::
+"""MDCA — multi-class difference in confidence and accuracy (Hebbalaguppe et al. 2022, CVPR; docs/conventions.md#mdca)::
 
     MDCA = (1/K) Σ_c | (1/N) Σ_i p_ic − (1/N) Σ_i 1[y_i = c] |
 

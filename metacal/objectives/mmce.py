@@ -10,15 +10,21 @@ i.e. ‖(1/m)Σ_C (1−r_i)φ(r_i) − (1/n)Σ_W r_j φ(r_j)‖² in the kernel'
 
     MMCE_m² = (1/N²) Σ_{i,j} (c_i − r_i)(c_j − r_j) k_ij
 
-Both return sqrt(max(MMCE², 0) + 1e-10) as Kumar et al.'s code (the 1e-10 keeps the gradient of the root
-finite; the smallest value is therefore 1e-5, "zero" for practical purposes).
+MMCE is the norm of a kernel mean embedding, so both variants return sqrt(max(MMCE², 0) + 1e-10) (the 1e-10
+keeps the gradient of the root finite; the smallest value is therefore 1e-5, "zero" for practical purposes).
 
-Choices (documented):
+Differences from the reference code — Kumar et al.'s TensorFlow code (aviralkumar2907/MMCE) and its PyTorch
+port in torrvision/focal_calibration, which behave alike (docs/conventions.md#mmce):
 
-* Normalisation: we use Kumar et al.'s 1/m², 1/n², 1/(mn). The torrvision/focal_calibration port averages each
-  block (torch.mean, already /m² …) and then divides by m² … again — effectively 1/m⁴, 1/n⁴, 1/(mn)². λ values
-  tuned with that code base (λ 2–8 in CE + λ·MMCE) are therefore on a different scale here; ours matches the
-  paper and Kumar et al.'s TensorFlow code.
+* Normalisation of MMCE_w: we divide by m², n², mn once, as written above. Both codes average each block
+  (already /m², /n², /(mn)) and then divide by m² + 1e-5, n² + 1e-5, mn + 1e-5 again — effectively 1/m⁴, 1/n⁴,
+  1/(mn)². Their values are far smaller than ours, and λ values tuned with them (2–9 in CE + λ·MMCE) are far
+  too large here.
+* Root of MMCE_m: both codes return the squared value Σ/N² for the unweighted variant (the root only for the
+  weighted one); we take the root for both, so our MMCE_m is the square root of theirs.
+
+Other choices (documented):
+
 * MMCE_w is undefined when a batch has no correct or no incorrect sample (m = 0 or n = 0, and so for N = 1);
   like Kumar et al.'s code we return 0 then (a tensor connected to the graph, zero gradient).
 * Kernel width 0.4 (= 2 × 0.2 in Kumar et al.'s code) is the ``kernel_width`` keyword.

@@ -1,4 +1,4 @@
-"""SB-ECE — soft-binned ECE, binned and label-binned (Karandikar et al. 2021, seed 002 §4.1, eq. 8–12).
+"""SB-ECE — soft-binned ECE, binned and label-binned (Karandikar et al. 2021, §4.1, eq. 8–12).
 
 Anchors ξ_j = (j + ½)/M (bin centres), membership u_ij = softmax_j(−(c_i − ξ_j)² / T), c_i = top-label
 confidence, a_i = 1[argmax = y_i] (hard, as in the paper; the gradient flows through the confidences)::
@@ -8,13 +8,21 @@ confidence, a_i = 1[argmax = y_i] (hard, as in the paper; the gradient flows thr
     SB-ECE_lb,p  = ((1/N) Σ_i Σ_j u_ij |A_j − c_i|^p)^{1/p}                          (eq. 12)
 
 As T → 0 the membership becomes the nearest anchor, i.e. the equal-width bin [j/M, (j+1)/M] holding c, and
-SB-ECE → the hard ECE_bin,p / ECE_lb,p of eq. 6–7. ε = 1e-5 and the weights S_j/ΣS (= S_j/N, memberships sum
-to 1) follow google/uncertainty-baselines (REFERENCE §2). p = 2 is their default.
+SB-ECE → the hard ECE_bin,p / ECE_lb,p of eq. 6–7. For the binned variant the anchors, ε = 1e-5, the weights
+S_j/ΣS (= S_j/N, memberships sum to 1) and the ℓ2 root follow google/uncertainty-baselines
+(``experimental/caltrain/secondary_losses.py``); p = 2 is their default.
+
+Label-binned variant: three deliberate differences from that reference (docs/conventions.md#sb-ece).
+(1) We take the ℓ_p root of eq. 12; the reference returns the squared value. (2) Our anchors are the centres
+(j + ½)/M of M equal-width bins on [0, 1]; the reference puts them at the centres of M bins on [1/K, 1].
+(3) We use the softmax memberships as they are; the reference smooths them to (1 − 1e-5)·u + 1e-5/M.
+Because d√X = dX/(2√X), the gradient of our root is 1/(2·SB-ECE_lb) times that of the square (≈ 10× at
+SB-ECE_lb = 0.05): a loss weight β tuned with the reference must be scaled by about 2·SB-ECE_lb here.
 
 Temperature: T must be positive. The reference code's "decay" option sets T = 1/(ln(d)·M²), which is negative
 for a decay factor d < 1; the intended value is T = 1/(M² ln(1/d)) — the membership ratio between adjacent
 anchors at a bin centre is then d. Our default T = 1/(15² · ln 10⁴) ≈ 4.83e-4 is that formula with the
-decay factor d = 1e-4 used with the reference code and M = 15 (seed 002 fixes M = 15 and tunes T).
+decay factor d = 1e-4 used with the reference code and M = 15 (Karandikar et al. 2021 fix M = 15 and tune T).
 :func:`temperature_from_decay` computes T for other (d, M).
 
 The ℓ_p root is taken with a safe gradient: at an exactly zero sum (every gap 0, e.g. all-correct batch with
@@ -100,7 +108,8 @@ def sbece(
     temperature: float = DEFAULT_TEMPERATURE,
     p: int = 2,
 ) -> torch.Tensor:
-    """Soft-binned ECE_bin,p (seed 002 eq. 11) of N×K logits; M = 15 (seed 002 App. E), p = 2, T ≈ 4.83e-4."""
+    """Soft-binned ECE_bin,p (Karandikar et al. 2021, eq. 11) of N×K logits; M = 15 (their App. E), p = 2,
+    T ≈ 4.83e-4."""
     temperature = _check(logits, targets, num_bins, temperature, p)
     conf = top_confidence(probabilities(logits))
     return sbece_from_confidence(conf, hard_correct(logits, targets), int(num_bins), temperature, p)
@@ -113,7 +122,7 @@ def sbece_label(
     temperature: float = DEFAULT_TEMPERATURE,
     p: int = 2,
 ) -> torch.Tensor:
-    """Soft-label-binned ECE_lb,p (seed 002 eq. 12; the variant seed 002 trains with) of N×K logits."""
+    """Soft-label-binned ECE_lb,p (Karandikar et al. 2021, eq. 12; the variant they train with) of N×K logits."""
     temperature = _check(logits, targets, num_bins, temperature, p)
     conf = top_confidence(probabilities(logits))
     return sbece_label_from_confidence(conf, hard_correct(logits, targets), int(num_bins), temperature, p)

@@ -1,4 +1,4 @@
-"""SECE — smooth expected calibration error (Wang & Golebiowski 2024, TMLR; seed 003 §4.2, eq. 6–8, 13).
+"""SECE — smooth expected calibration error (Wang & Golebiowski 2024, TMLR; §4.2, eq. 6–8, 13).
 
 With c_i the top-label confidence and a_j a per-sample accuracy::
 
@@ -36,7 +36,8 @@ ACCURACY_MODES = ("soft", "hard")
 def kernel_accuracy(
     conf: torch.Tensor, acc: torch.Tensor, bandwidth: float = 0.01, include_self: bool = True
 ) -> torch.Tensor:
-    """Â_i = Σ_j K(c_i,c_j) a_j / Σ_j K(c_i,c_j) with the Gaussian kernel of bandwidth h (seed 003 eq. 13)."""
+    """Â_i = Σ_j K(c_i,c_j) a_j / Σ_j K(c_i,c_j) with the Gaussian kernel of bandwidth h (Wang & Golebiowski
+    2024, eq. 13)."""
     diff = conf.unsqueeze(1) - conf.unsqueeze(0)  # (N, N): c_i − c_j
     log_kernel = -(diff * diff) / (2.0 * bandwidth * bandwidth)
     if not include_self:
@@ -51,8 +52,8 @@ def sece_from_confidence(
 ) -> torch.Tensor:
     """SECE from 1-D confidences c (N,) and accuracies a (N,) in [0, 1] (hard 0/1 or soft).
 
-    Returns the scalar (1/N) Σ_i |Â_i − c_i| (seed 003 eq. 8), differentiable w.r.t. ``conf`` and ``acc``.
-    ``bandwidth`` h = 0.01 is the paper's grid-searched value (seed 003 §5, "Gaussian kernel with bandwidth
+    Returns the scalar (1/N) Σ_i |Â_i − c_i| (Wang & Golebiowski 2024, eq. 8), differentiable w.r.t. ``conf`` and ``acc``.
+    ``bandwidth`` h = 0.01 is the paper's grid-searched value (Wang & Golebiowski 2024, §5, "Gaussian kernel with bandwidth
     of 0.01"). See the module docstring for ``include_self``.
     """
     if not isinstance(conf, torch.Tensor) or not isinstance(acc, torch.Tensor):
@@ -82,11 +83,11 @@ def sece(
     *,
     include_self: bool = True,
 ) -> torch.Tensor:
-    """SECE of N×K logits against integer targets (seed 003 §4.2); a scalar tensor.
+    """SECE of N×K logits against integer targets (Wang & Golebiowski 2024, §4.2); a scalar tensor.
 
     Args:
-        bandwidth: Gaussian kernel width h; 0.01 (seed 003 §5, grid-searched).
-        accuracy: ``"soft"`` — a_j from the all-pairs soft rank (seed 003 §4.2, as in DECE), differentiable;
+        bandwidth: Gaussian kernel width h; 0.01 (Wang & Golebiowski 2024, §5, grid-searched).
+        accuracy: ``"soft"`` — a_j from the all-pairs soft rank (Wang & Golebiowski 2024, §4.2, as in DECE), differentiable;
             ``"hard"`` — a_j = 1[argmax = y] (eq. 13's binary accuracy), gradient only through confidences.
         t_a: soft-rank sharpness for ``accuracy="soft"``; 100 (Bohdal et al. 2021).
         include_self: include j = i in the kernel sums (default; see module docstring).

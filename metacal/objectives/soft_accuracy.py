@@ -1,6 +1,6 @@
 """Differentiable per-sample accuracy from the all-pairs soft rank (Qin et al. 2010), as in DECE.
 
-Bohdal et al. (2021, "Meta-calibration", §3; seed 000) and Wang & Golebiowski (2024, seed 003 §4.2)::
+Bohdal et al. (2021, "Meta-calibration", §3) and Wang & Golebiowski (2024, §4.2)::
 
     rank_i = 1 + Σ_{k≠y_i} σ(t_a · (p_ik − p_iy_i))        (soft rank of the true class)
     a_i    = relu(2 − rank_i)                                (≈ 1 if the true class ranks first, else ≈ 0)

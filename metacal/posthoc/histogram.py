@@ -1,7 +1,7 @@
-"""Histogram binning (Zadrozny & Elkan 2001; seed 001 §2, markus93/NN_calibration): equal-width bins, each
+"""Histogram binning (Zadrozny & Elkan 2001; Wang, Feng & Zhang 2021, §2, markus93/NN_calibration): equal-width bins, each
 bin maps to the accuracy observed in it on the fitting (validation) set.
 
-* ``mode="top"`` (seed 001: "equal size binning on the top-1 prediction", 15 bins): the top-label
+* ``mode="top"`` (Wang, Feng & Zhang 2021: "equal size binning on the top-1 prediction", 15 bins): the top-label
   confidence c ∈ bin b becomes η_b = accuracy of the fitting samples in b. The calibrated vector puts η_b on
   the predicted class and spreads 1 − η_b over the other classes in proportion to their probabilities;
   where that would lift another class above η_b (or the others are all 0) the split is uniform instead,

@@ -1,15 +1,15 @@
 """Temperature scaling (Guo et al. 2017): probs = softmax(z / T) with one scalar T > 0 fitted on held-out LOGITS.
 
-Fitting criteria (REFERENCE §4):
+Fitting criteria (docs/conventions.md#posthoc):
 
 * ``"nll"``: minimise the mean cross-entropy over s with T = exp(s) (keeps T > 0), LBFGS with strong-Wolfe
   line search, in float64, started at T = 1 (gpleiss/temperature_scaling). NLL is convex in 1/T, so
   the fitted T never has a higher fitting-set NLL than T = 1 (checked, and T = 1 kept if LBFGS fails).
   T is kept within [1e-2, 1e2].
-* ``"ece_grid"``: T ∈ {0.1, 0.2, …, 10.0} (focal_calibration, seed 004) minimising equal-width ECE with
-  ``num_bins`` bins; ``grid=`` gives another grid (seed 001 uses 0.01…10). The first minimiser wins ties.
+* ``"ece_grid"``: T ∈ {0.1, 0.2, …, 10.0} (focal_calibration, Lin et al. 2025) minimising equal-width ECE with
+  ``num_bins`` bins; ``grid=`` gives another grid (Wang, Feng & Zhang 2021 search 0.01…10). The first minimiser wins ties.
   Correctness does not change with T (argmax is invariant), only the confidences do.
-* ``"sbece"`` (seed 002 §5.2, "TS-SB-ECE"): the same grid search minimising the soft-binned ECE of
+* ``"sbece"`` (Karandikar et al. 2021, §5.2, "TS-SB-ECE"): the same grid search minimising the soft-binned ECE of
   softmax(z/T), computed by ``metacal.objectives.sbece``.
 
 Always fit on logits, never on probabilities (torch-uncertainty #179, netcal #55); with probabilities only,

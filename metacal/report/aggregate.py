@@ -1,10 +1,11 @@
-"""Per-run numbers and their mean ± std over seeds (seed 003 Table 1 layout; seed 001 §2 "calibratable").
+"""Per-run numbers and their mean ± std over seeds (Wang & Golebiowski 2024, Table 1 layout; Wang, Feng & Zhang
+2021, §2 "calibratable").
 
 Per run (fractions, as in code and JSON):
 - Error, NLL, ECE, MCE, ACE, classwise ECE of the test set, recomputed with metacal.metrics from
   predictions/test.npz at ``num_bins`` (falls back to metrics.json["test"] when predictions are absent).
 - ECE after post-hoc calibration fitted on predictions/val.npz and applied to predictions/test.npz:
-  temperature scaling by NLL, by ECE grid (both need logits), histogram binning (seed 001 §2).
+  temperature scaling by NLL, by ECE grid (both need logits), histogram binning (Wang, Feng & Zhang 2021, §2).
 - Wall-clock seconds per epoch: mean of history.jsonl ``time_s``.
 Across seeds: mean and sample standard deviation (ddof=1; undefined for one seed) of each column, ignoring
 runs where that number is unavailable.

@@ -1,7 +1,7 @@
-"""Seed 003's central claim, checked on an aggregated results table, and the direction of each method's
+"""Wang & Golebiowski 2024's central claim, checked on an aggregated results table, and the direction of each method's
 miscalibration — the generated part of a results page's discussion.
 
-Claim (seed 003 §1/§5): FLγ-SECE reaches the lowest ECE among the training-time methods while its error
+Claim (Wang & Golebiowski 2024, §1/§5): FLγ-SECE reaches the lowest ECE among the training-time methods while its error
 stays within 0.5 points of CE's. Checked on means over seeds; every number is read from the rows, the
 checkpoint of every run having been chosen on validation data (``eval.select_by``).
 """
@@ -50,8 +50,8 @@ def check_claim(rows: Sequence[MethodRow], method: str = "flgamma_sece", baselin
 def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error") -> list[str]:
     """The "claim under test" section: the verdict with its numbers, then the direction table."""
     lines = ["## The claim under test", "",
-             f"Seed 003: {method_label('flgamma_sece')} reaches the lowest ECE among training-time methods with "
-             f"error within {100 * ERROR_MARGIN:.1f} points of {method_label('ce')}. Each run's checkpoint is its best "
+             f"Wang & Golebiowski 2024: {method_label('flgamma_sece')} reaches the lowest ECE among training-time "
+             f"methods with error within {100 * ERROR_MARGIN:.1f} points of {method_label('ce')}. Each run's checkpoint is its best "
              f"validation-{select_by} epoch; no choice used test labels. Means over seeds:", ""]
     result = check_claim(rows)
     if result is None:

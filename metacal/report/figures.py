@@ -1,4 +1,4 @@
-"""Report figures (PNG), after seed 003: reliability diagrams per method (Fig. 2), ECE/MCE vs number of bins
+"""Report figures (PNG), after Wang & Golebiowski 2024: reliability diagrams per method (Fig. 2), ECE/MCE vs number of bins
 (Fig. 5), error vs ECE with the Pareto front (Fig. 10), test ECE per epoch (Fig. 3a–b), γ mean/std per epoch
 on the test set (Fig. 3c–d). Data preparation (``pareto_front``, ``epoch_series``) is separate from drawing.
 

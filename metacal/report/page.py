@@ -136,11 +136,13 @@ SETUP_KEYS = {"data": "data.name", "model": "model.name", "epochs": "schedule.ep
               "batch": "data.batch_size", "selection by validation": "eval.select_by"}
 
 FIGURE_CAPTIONS = {
-    "reliability": "Reliability diagrams on the test set (seed 0 of each method; seed 003 Fig. 2)",
-    "bins": "Test ECE (left) and MCE (right) against the number of equal-width bins, 10…1000 (seed 003 Fig. 5)",
-    "pareto": "Test error against test ECE, mean ± std over seeds, with the Pareto front (seed 003 Fig. 10)",
-    "ece_epochs": "Test ECE per epoch, mean ± std over seeds (seed 003 Fig. 3a–b)",
-    "gamma": "Mean and std of the per-sample γ on the test set per epoch, γ-Net runs (seed 003 Fig. 3c–d)",
+    "reliability": "Reliability diagrams on the test set (seed 0 of each method; Wang & Golebiowski 2024, Fig. 2)",
+    "bins": "Test ECE (left) and MCE (right) against the number of equal-width bins, 10…1000 "
+            "(Wang & Golebiowski 2024, Fig. 5)",
+    "pareto": "Test error against test ECE, mean ± std over seeds, with the Pareto front "
+              "(Wang & Golebiowski 2024, Fig. 10)",
+    "ece_epochs": "Test ECE per epoch, mean ± std over seeds (Wang & Golebiowski 2024, Fig. 3a–b)",
+    "gamma": "Mean and std of the per-sample γ on the test set per epoch, γ-Net runs (Wang & Golebiowski 2024, Fig. 3c–d)",
 }
 
 
@@ -192,8 +194,8 @@ def build_report(
         f"Error, ECE, MCE, ACE, classwise ECE in %, NLL in nats; equal-width ECE/MCE/classwise ECE and equal-mass "
         f"ACE with {num_bins} bins, on the test set of the checkpoint each run saved (best validation epoch). "
         "± is the sample standard deviation over seeds (none shown for a single run). "
-        f"\"ECE after …\": seed 001 §2's \"calibratable\" view — temperature scaling fitted by NLL, by ECE grid, and "
-        f"histogram binning ({hb_bins} bins) fitted on predictions/val.npz, applied to predictions/test.npz "
+        f"\"ECE after …\": the \"calibratable\" view of Wang, Feng & Zhang 2021, §2 — temperature scaling fitted "
+        f"by NLL, by ECE grid, and histogram binning ({hb_bins} bins) fitted on predictions/val.npz, applied to predictions/test.npz "
         "(metacal.posthoc). s/epoch: mean of the trainer's per-epoch wall-clock `time_s` (history.jsonl), measured "
         "on the machine that trained the run. `(n=k)`: that column has only k runs.",
         "",

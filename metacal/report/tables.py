@@ -9,7 +9,7 @@ from typing import Sequence
 
 from metacal.report.aggregate import COLUMN_KEYS, EXTRA_KEYS, MethodRow
 
-# key → (Markdown header, factor applied for people). NLL is in nats and time in seconds, as in seed 003.
+# key → (Markdown header, factor applied for people). NLL is in nats and time in seconds, as in Wang & Golebiowski 2024.
 COLUMNS: dict[str, tuple[str, float]] = {
     "error": ("Error (%)", 100.0),
     "nll": ("NLL", 1.0),
@@ -44,7 +44,8 @@ def seeds_cell(row: MethodRow) -> str:
 
 
 def markdown_table(rows: Sequence[MethodRow], digits: int = 3) -> str:
-    """Seed-003-Table-1-style table: Method | Seeds | Error | NLL | ECE | ... | s/epoch, mean ± std over seeds.
+    """A table laid out like Wang & Golebiowski 2024, Table 1: Method | Seeds | Error | NLL | ECE | ... | s/epoch,
+    mean ± std over seeds.
 
     A column computed from fewer runs than the row has is marked ``(n=k)``.
     """

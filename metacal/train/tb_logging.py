@@ -2,7 +2,7 @@
 
 Tags (per epoch): ``train/loss``, ``train/lr``, ``train/meta_objective``, ``train/gamma_hist``,
 ``train/gamma_mean``, ``{val,test}/{error,nll,ece,mce,ace,…}``, ``{val,test}/gamma_mean`` and
-``{val,test}/gamma_std`` (seed 003 Fig. 3c–d: γ the γ-Net predicts for held-out samples),
+``{val,test}/gamma_std`` (Wang & Golebiowski 2024, Fig. 3c–d: γ the γ-Net predicts for held-out samples),
 ``test/reliability`` (image), and the hparams summary with the final metrics.
 """
 

@@ -63,7 +63,7 @@ def test_ce_gradient_is_p_minus_onehot_and_weight_one():
 
 
 def test_bsce_gra_weight_is_the_brier_score_and_true_brier_formula():
-    """BSCE-GRA (β = γ = 2): ∇_z ℓ = ‖e_y − p‖²·(p − e_y), so weight = Brier score exactly (seed 004 eq. 10)."""
+    """BSCE-GRA (β = γ = 2): ∇_z ℓ = ‖e_y − p‖²·(p − e_y), so weight = Brier score exactly (Lin et al. 2025, eq. 9)."""
     gen = torch.Generator().manual_seed(1)
     logits = 2 * torch.randn(200, 4, generator=gen, dtype=torch.float64)
     y = torch.randint(0, 4, (200,), generator=gen)

@@ -9,7 +9,7 @@ from metacal import losses
 K, FEAT = 4, 3
 GAMMA_FREE = {"focal", "dual_focal", "inverse_focal", "focal_gra", "dual_focal_gra"}
 NAMES = losses.available()
-# GRA losses: by design ∇ℓ = u·∇CE is NOT the derivative of ℓ's value (seed 004 eq. 10); their gradient
+# GRA losses: by design ∇ℓ = u·∇CE is NOT the derivative of ℓ's value (Lin et al. 2025, eq. 9); their gradient
 # is checked against u·∇CE in test_uncertainty_weighted.py instead of by finite differences.
 NOT_CONSERVATIVE = {"bsce_gra", "focal_gra", "dual_focal_gra"}
 

@@ -14,7 +14,7 @@ def _batch(n=16, k=4, seed=0):
 
 
 def _mdca_by_hand(z, y):
-    """(1/K) Σ_c |mean_i p_ic − mean_i 1[y_i = c]| (MDCA, REFERENCE §2)."""
+    """(1/K) Σ_c |mean_i p_ic − mean_i 1[y_i = c]| (MDCA, Hebbalaguppe et al. 2022)."""
     p = F.softmax(z, -1)
     return (p.mean(0) - F.one_hot(y, p.shape[1]).to(p.dtype).mean(0)).abs().mean()
 

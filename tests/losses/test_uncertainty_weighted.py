@@ -1,4 +1,4 @@
-"""BSCE / *_GRA (seed 004): value u·CE; GRA gradient u·∇CE with u constant; BSCE weight = Brier score."""
+"""BSCE / *_GRA (Lin et al. 2025): value u·CE; GRA gradient u·∇CE with u constant; BSCE weight = Brier score."""
 
 import math
 

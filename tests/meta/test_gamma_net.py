@@ -1,4 +1,4 @@
-"""γ-Net (seed 003 eq. 4–5): shape, positivity, start value γ ≈ init_gamma, detached features, formula."""
+"""γ-Net (Wang & Golebiowski 2024, eq. 4–5): shape, positivity, start value γ ≈ init_gamma, detached features, formula."""
 
 import functools
 import math

@@ -29,7 +29,7 @@ def test_ece_mce_rmsce_match_torchmetrics(num_bins, seed):
     assert M.mce(probs, labels, num_bins).item() == pytest.approx(
         tm(probs, labels, k, num_bins, "max").item(), abs=1e-6
     )
-    # torchmetrics' l2 = sqrt(Σ_b (n_b/N)(A_b − C_b)²), i.e. our RMSCE (seed 002 eq. 6, p = 2)
+    # torchmetrics' l2 = sqrt(Σ_b (n_b/N)(A_b − C_b)²), i.e. our RMSCE (Karandikar et al. 2021, eq. 6, p = 2)
     assert M.rmsce(probs, labels, num_bins).item() == pytest.approx(
         tm(probs, labels, k, num_bins, "l2").item(), abs=1e-6
     )

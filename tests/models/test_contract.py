@@ -1,4 +1,4 @@
-"""The interface every classifier promises (CONTRACTS.md, metacal.models)."""
+"""The interface every classifier promises (docs/conventions.md#interfaces, metacal.models)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The models work with the functional tools the meta step uses: `higher` (patched copies),
 torch.func.functional_call, and forward-mode AD along a parameter direction (the "jvp" backend,
-REFERENCE.md §1) — checked against finite differences in float64."""
+docs/conventions.md#meta-step) — checked against finite differences in float64."""
 
 from __future__ import annotations
 

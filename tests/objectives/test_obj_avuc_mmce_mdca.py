@@ -1,4 +1,4 @@
-"""AvUC / S-AvUC (seed 002 eq. 13–16), MMCE (Kumar et al. 2018) and MDCA: hand values, limits, gradcheck."""
+"""AvUC / S-AvUC (Karandikar et al. 2021, eq. 13–16), MMCE (Kumar et al. 2018) and MDCA: hand values, limits, gradcheck."""
 
 import math
 
@@ -54,7 +54,7 @@ def test_avuc_stop_gradient_variant_same_value_other_gradient():
 
 def test_soft_uncertainty_identity_and_hard_limit():
     h = torch.linspace(0.01, 0.99, 50, dtype=torch.float64)
-    # κ = ½, T = 1 is the identity (seed 002 §4.2)
+    # κ = ½, T = 1 is the identity (Karandikar et al. 2021, §4.2)
     assert torch.allclose(soft_uncertainty(h, 0.5, 1.0), h, atol=1e-12)
     # T → 0: step at κ
     assert torch.equal(soft_uncertainty(h, 0.3, 1e-6), (h > 0.3).double())

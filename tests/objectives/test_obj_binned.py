@@ -32,7 +32,7 @@ def _hard_bins(conf):
 
 
 def _hard_label_binned(conf, acc, p):
-    """ECE_lb,p (seed 002 eq. 7) by an explicit loop over bins."""
+    """ECE_lb,p (Karandikar et al. 2021, eq. 7) by an explicit loop over bins."""
     bins = _hard_bins(conf)
     total = 0.0
     for j in range(M):
@@ -136,7 +136,7 @@ def test_sbece_label_zero_temperature_limit(p):
     acc = (logits.argmax(1) == targets).double()
     value = sbece_label(logits, targets, num_bins=M, temperature=1e-8, p=p)
     assert value.item() == pytest.approx(_hard_label_binned(conf, acc, p), abs=1e-9)
-    # Jensen (seed 002 §3.2): label-binned ≥ binned
+    # Jensen (Karandikar et al. 2021, §3.2): label-binned ≥ binned
     assert value.item() >= sbece(logits, targets, temperature=1e-8, p=p).item() - 1e-12
 
 

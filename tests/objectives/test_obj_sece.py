@@ -1,4 +1,4 @@
-"""SECE (seed 003 §4.2, eq. 6–8, 13): hand-derived values, the h → 0 and h → ∞ limits, options, gradcheck."""
+"""SECE (Wang & Golebiowski 2024, §4.2, eq. 6–8, 13): hand-derived values, the h → 0 and h → ∞ limits, options, gradcheck."""
 
 import math
 
@@ -54,7 +54,7 @@ def _distinct_confidence_batch(seed: int, n: int = 30):
 
 
 def test_small_bandwidth_limit_is_per_sample_gap():
-    # seed 003 §4.2: single-example bins → mean_i |1[correct_i] − c_i|
+    # Wang & Golebiowski 2024, §4.2: single-example bins → mean_i |1[correct_i] − c_i|
     logits, targets, conf, correct = _distinct_confidence_batch(3)
     value = sece(logits, targets, bandwidth=1e-7, accuracy="hard")
     assert value.item() == pytest.approx((correct - conf).abs().mean().item(), abs=1e-12)

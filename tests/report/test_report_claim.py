@@ -1,4 +1,5 @@
-"""The generated claim check (seed 003: lowest ECE with error within 0.5 points of CE) and the direction table."""
+"""The generated claim check (Wang & Golebiowski 2024: lowest ECE with error within 0.5 points of CE) and the
+direction table."""
 
 import math
 
