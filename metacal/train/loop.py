@@ -196,7 +196,6 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
             state.step_in_epoch = step + 1
             bar.update(1)
             bar.set_postfix(loss=f"{acc.loss_sum / acc.count:.4f}")
-            preemption.after_step(state.global_step)
             stop = preemption.stop_requested(accelerator)
             periodic = every > 0 and state.global_step % every == 0 and step + 1 < steps_per_epoch
             saved = None
