@@ -20,11 +20,11 @@ Layout and write protocol (``run_dir/checkpoints/``)::
     .tmp-ckpt-…/              being written (ignored; removed by the next save)
 
 1. every process writes its files into ``.tmp-<name>/``; 2. the main process writes MANIFEST.json and
-train_state.json, fsyncs every file and the directory; 3. ``rename(.tmp-<name>, <name>)`` + fsync of
-``checkpoints/``; 4. at an improved epoch, ``best`` is switched atomically (new symlink + ``os.replace``);
-5. ``latest`` likewise; 6. checkpoints that neither ``latest`` nor ``best`` name are deleted (renamed to
-``.tmp-deleted-*`` first). So every ``ckpt-*`` directory is complete, and a kill at any moment leaves at least
-the previous good checkpoint in place.
+train_state.json, fsyncs every file and the directory (:func:`_write_manifest`); 3. ``rename(.tmp-<name>,
+<name>)`` + fsync of ``checkpoints/`` (:func:`_publish`); 4. at an improved epoch, ``best`` is switched
+atomically (new symlink + ``os.replace``; :func:`_point`); 5. ``latest`` likewise; 6. checkpoints that neither
+``latest`` nor ``best`` name are deleted (renamed to ``.tmp-deleted-*`` first; :func:`_prune`). So every
+``ckpt-*`` directory is complete, and a kill at any moment leaves at least the previous good checkpoint in place.
 
 Finding the checkpoint to resume from (:func:`find_latest`): the complete ``ckpt-*`` with the highest
 (global step, end-of-epoch) — normally what ``latest`` names; after a kill between steps 3 and 5 the
@@ -45,7 +45,6 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
-from . import preemption
 from .atomic_io import fsync_dir, fsync_tree, point_symlink, write_text_atomic
 
 MANIFEST = "MANIFEST.json"
@@ -120,7 +119,6 @@ def save_checkpoint(accelerator: Accelerator, checkpoints: Path, state: TrainSta
     name = checkpoint_name(state)
     tmp, final = checkpoints / f".tmp-{name}", checkpoints / name
     main = accelerator.is_main_process
-    preemption.checkpoint_started()
     if main:
         checkpoints.mkdir(parents=True, exist_ok=True)
         if tmp.exists():
@@ -130,30 +128,36 @@ def save_checkpoint(accelerator: Accelerator, checkpoints: Path, state: TrainSta
     torch.save(progress, tmp / f"progress_rank{accelerator.process_index}.pt")
     accelerator.wait_for_everyone()
     if main:
-        preemption.in_checkpoint("partial")
-        (tmp / CONFIG).write_text(config_yaml)
-        (tmp / STATE_JSON).write_text(json.dumps(
-            {k: v for k, v in state.state_dict().items() if k != "history"}, indent=2, default=str))
-        files = sorted(p for p in tmp.rglob("*") if p.is_file())
-        manifest = {"files": {str(p.relative_to(tmp)): {"size": p.stat().st_size, "sha256": _sha256(p)}
-                              for p in files},
-                    "global_step": state.global_step, "epoch": state.epoch, "step_in_epoch": state.step_in_epoch,
-                    "num_processes": accelerator.num_processes}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        fsync_tree(tmp)
-        preemption.in_checkpoint("written")
-        if final.exists():  # only a leftover of a killed run can carry this name: `latest` is older
-            _remove(final)
-        tmp.rename(final)
-        fsync_dir(checkpoints)
-        preemption.in_checkpoint("renamed")
+        _write_manifest(tmp, state, config_yaml, accelerator.num_processes)
+        _publish(tmp, final)
         if best:  # before `latest`: whatever a kill leaves, `best` matches the state a resume continues
             _point(checkpoints / "best", name)
         _point(checkpoints / "latest", name)
-        preemption.in_checkpoint("pointed")
         _prune(checkpoints)
     accelerator.wait_for_everyone()
     return final
+
+
+def _write_manifest(tmp: Path, state: TrainState, config_yaml: str, num_processes: int) -> None:
+    """Complete the temporary directory: config, readable counters, the manifest of every file; fsync all."""
+    (tmp / CONFIG).write_text(config_yaml)
+    (tmp / STATE_JSON).write_text(json.dumps(
+        {k: v for k, v in state.state_dict().items() if k != "history"}, indent=2, default=str))
+    files = sorted(p for p in tmp.rglob("*") if p.is_file())
+    manifest = {"files": {str(p.relative_to(tmp)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+                          for p in files},
+                "global_step": state.global_step, "epoch": state.epoch, "step_in_epoch": state.step_in_epoch,
+                "num_processes": num_processes}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    fsync_tree(tmp)
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Rename the complete temporary directory to its checkpoint name, durably."""
+    if final.exists():  # only a leftover of a killed run can carry this name: `latest` is older
+        _remove(final)
+    tmp.rename(final)
+    fsync_dir(final.parent)
 
 
 def _point(link: Path, name: str) -> None:

@@ -96,7 +96,6 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
         state.step_in_epoch = step + 1
         bar.update(1)
         bar.set_postfix(loss=f"{acc.loss_sum / acc.count:.4f}")
-        preemption.after_step(state.global_step)
         stop = preemption.stop_requested(accelerator)
         periodic = every > 0 and state.global_step % every == 0 and step + 1 < run.steps_per_epoch
         saved = run.save(where, acc.to_dict(time.time() - t0)) if stop or periodic else None

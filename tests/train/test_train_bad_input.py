@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
+import faults
 import pytest
 import torch
 
@@ -192,9 +194,9 @@ def test_bad_checkpoint_every_steps(value, fragment, write_config, run_cli, tmp_
 
 def test_mid_epoch_checkpoint_fixes_batch_size(write_config, run_cli, tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
-    monkeypatch.setenv("METACAL_TEST_SIGTERM_AT_STEP", "3")
-    assert run_cli(["--config", write_config("ce", ONE_EPOCH), "--run-dir", run_dir])[0] == 75
-    monkeypatch.delenv("METACAL_TEST_SIGTERM_AT_STEP")
+    with monkeypatch.context() as patch:
+        faults.after_step(patch, 3, faults.signal_self(signal.SIGTERM))
+        assert run_cli(["--config", write_config("ce", ONE_EPOCH), "--run-dir", run_dir])[0] == 75
     code, _, err = run_cli(["--run-dir", run_dir, "--resume", "--set", "data.batch_size=16"])
     one_line_error(code, err, "data.batch_size is 16 now but 32")
     code, out, err = run_cli(["--run-dir", run_dir, "--resume", "--set", "optim.lr=0.05"])  # allowed

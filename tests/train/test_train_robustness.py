@@ -4,8 +4,8 @@ Each interrupted run is resumed with ``--run-dir DIR --resume`` and compared wit
 the same config without mid-epoch checkpoints: every number of metrics.json (val, test, test after TS),
 the per-epoch training numbers of history.json (loss sums, meta objective, γ mean/std of every training
 sample — the mid-epoch accumulators) and every tensor of the final model, γ-Net and optimizers agree to
-1e-6 (CPU, one thread; observed: bit-identical). Kills use the fault-injection hooks of
-:mod:`metacal.train.preemption` in a real subprocess (``scripts/train.py``), so the kill is a true SIGKILL.
+1e-6 (CPU, one thread; observed: bit-identical). Kills run ``scripts/train.py`` in a real subprocess through
+hooked_train.py, which installs a fault of faults.py, so the kill is a true SIGKILL.
 
 Tiny setup (train_tiny.TINY + 1-hidden-layer MLP): 320 train samples, batch 32 → 10 steps per epoch,
 3 epochs, checkpoints every 4 global steps → saves at global steps 4, 8, 10 (end of epoch 1), 12, 16, 20 …
@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import faults
 import pytest
 import torch
 import yaml
@@ -63,10 +65,11 @@ def reference(tmp_path_factory):
     return get
 
 
-def run_script(args: list, **hooks: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **hooks}
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "train.py"), *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=240)
+def run_script(fault: str, args: list) -> subprocess.CompletedProcess:
+    """scripts/train.py in a subprocess with ``fault`` installed (hooked_train.py)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(REPO / "tests" / "train" / "hooked_train.py"), fault,
+                           *map(str, args)], env=env, capture_output=True, text=True, timeout=240)
 
 
 def tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -129,26 +132,26 @@ def latest_step(run_dir: Path) -> tuple[int, int]:
     return manifest["global_step"], manifest["step_in_epoch"]
 
 
-# (setup, hook variable, value, newest complete checkpoint left behind: (global step, step in epoch))
+# (setup, fault of hooked_train.py, value, newest complete checkpoint left behind: (global step, step in epoch))
 KILLS = [
     # SIGKILL three steps after the mid-epoch checkpoint at global step 12 (epoch 2, step 2)
-    ("flgamma_sece", "METACAL_TEST_KILL_AT_STEP", "15", (12, 2)),
+    ("flgamma_sece", "kill_at_step", "15", (12, 2)),
     # SIGKILL inside the 3rd save (end of epoch 1): files complete and fsynced in the temporary directory,
     # not renamed → the previous good one (global step 8, mid-epoch) is used
-    ("flgamma_sece", "METACAL_TEST_KILL_IN_CHECKPOINT", "written:3", (8, 8)),
+    ("flgamma_sece", "kill_in_checkpoint", "written:3", (8, 8)),
     # SIGKILL inside the 4th save after the rename, before `latest` moved → the renamed (newer) one is used
-    ("flgamma_sece", "METACAL_TEST_KILL_IN_CHECKPOINT", "renamed:4", (12, 2)),
+    ("flgamma_sece", "kill_in_checkpoint", "renamed:4", (12, 2)),
     # epoch boundary: AdaFocal (state updated from validation at each epoch end), only epoch checkpoints
-    ("adafocal", "METACAL_TEST_KILL_AT_STEP", "11", (10, 0)),
+    ("adafocal", "kill_at_step", "11", (10, 0)),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setup, hook, value, left", KILLS, ids=[f"{k[0]}-{k[2]}" for k in KILLS])
-def test_sigkill_then_resume_matches_uninterrupted_run(setup, hook, value, left, reference, run_cli, tmp_path):
+@pytest.mark.parametrize("setup, fault, value, left", KILLS, ids=[f"{k[0]}-{k[2]}" for k in KILLS])
+def test_sigkill_then_resume_matches_uninterrupted_run(setup, fault, value, left, reference, run_cli, tmp_path):
     config, run_dir = config_for(tmp_path, setup), tmp_path / "run"
     extra = ["--set", "run.checkpoint_every_steps=0"] if setup == "adafocal" else []
-    proc = run_script(["--config", config, "--run-dir", run_dir, *extra], **{hook: value})
+    proc = run_script(f"{fault}={value}", ["--config", config, "--run-dir", run_dir, *extra])
     assert proc.returncode == -9, proc.stderr[-2000:]  # really killed
     assert not (run_dir / "metrics.json").exists()
     assert latest_step(run_dir) == left
@@ -167,9 +170,9 @@ def test_sigterm_saves_at_step_boundary_exits_75_and_resumes(setup, step, refere
     from metacal.train.preemption import EXIT_PREEMPTED
 
     config, run_dir = config_for(tmp_path, setup), tmp_path / "run"
-    monkeypatch.setenv("METACAL_TEST_SIGTERM_AT_STEP", str(step))  # a real SIGTERM to this process
-    code, _, err = run_cli(["--config", config, "--run-dir", run_dir])
-    monkeypatch.delenv("METACAL_TEST_SIGTERM_AT_STEP")
+    with monkeypatch.context() as patch:
+        faults.after_step(patch, step, faults.signal_self(signal.SIGTERM))  # a real SIGTERM to this process
+        code, _, err = run_cli(["--config", config, "--run-dir", run_dir])
     assert code == EXIT_PREEMPTED == 75
     assert err.startswith("preempted:") and f"global step {step}" in err and "--resume" in err
     assert len(err.strip().splitlines()) == 1
@@ -186,9 +189,9 @@ def test_sigterm_saves_at_step_boundary_exits_75_and_resumes(setup, step, refere
 def test_corrupt_latest_checkpoint_is_refused_and_kept(run_cli, tmp_path, monkeypatch):
     """Documented choice: a checkpoint that fails its manifest is an error (exit 2), never skipped or deleted."""
     config, run_dir = config_for(tmp_path, "flgamma_sece"), tmp_path / "run"
-    monkeypatch.setenv("METACAL_TEST_SIGTERM_AT_STEP", "9")
-    assert run_cli(["--config", config, "--run-dir", run_dir])[0] == 75
-    monkeypatch.delenv("METACAL_TEST_SIGTERM_AT_STEP")
+    with monkeypatch.context() as patch:
+        faults.after_step(patch, 9, faults.signal_self(signal.SIGTERM))
+        assert run_cli(["--config", config, "--run-dir", run_dir])[0] == 75
     latest = (run_dir / "checkpoints" / "latest").resolve()
     weights = latest / "model.safetensors"
     good = weights.read_bytes()
@@ -226,12 +229,53 @@ def test_resume_skips_incomplete_and_prefers_newest_complete(tmp_path):
     assert find_latest(tmp_path / "nothing") is None
 
 
+# stage of the 2nd save (global step 8) that crashes → newest complete checkpoint, `latest`, what is on disk
+STAGE_CRASHES = [
+    ("partial", 4, 4, [".tmp-ckpt-000000008", "ckpt-000000004"]),  # the temporary one without a manifest
+    ("written", 4, 4, [".tmp-ckpt-000000008", "ckpt-000000004"]),  # … and with one
+    ("renamed", 8, 4, ["ckpt-000000004", "ckpt-000000008"]),
+    ("pointed", 8, 8, ["ckpt-000000004", "ckpt-000000008"]),
+]
+
+
+@pytest.mark.parametrize("stage, newest, latest, entries", STAGE_CRASHES, ids=[c[0] for c in STAGE_CRASHES])
+def test_crash_at_each_save_stage_leaves_a_complete_checkpoint(stage, newest, latest, entries, tmp_path,
+                                                               monkeypatch):
+    """A crash at each stage of a save keeps a resumable checkpoint; the next save clears the leftovers."""
+    from accelerate import Accelerator
+
+    from metacal.train.checkpoint import TrainState, find_latest, save_checkpoint
+
+    class Crash(Exception):
+        pass
+
+    def crash() -> None:
+        raise Crash(stage)
+
+    accelerator, ckpts = Accelerator(), tmp_path / "checkpoints"
+
+    def save(step: int) -> None:
+        save_checkpoint(accelerator, ckpts, TrainState(global_step=step, step_in_epoch=step), {}, "run: {}\n")
+
+    with monkeypatch.context() as patch:
+        faults.in_checkpoint(patch, stage, 2, crash)
+        save(4)
+        with pytest.raises(Crash):
+            save(8)
+    assert sorted(p.name for p in ckpts.iterdir() if not p.is_symlink()) == entries
+    assert (ckpts / ".tmp-ckpt-000000008" / "MANIFEST.json").is_file() == (stage == "written")
+    assert find_latest(ckpts).name == f"ckpt-{newest:09d}"
+    assert os.readlink(ckpts / "latest") == f"ckpt-{latest:09d}"
+    save(12)
+    assert sorted(p.name for p in ckpts.iterdir()) == ["ckpt-000000012", "latest"]
+
+
 @pytest.mark.slow
 def test_script_exits_75_on_sigterm_at_epoch_end_and_resumes(reference, run_cli, tmp_path):
     """The real script: SIGTERM after the last step of epoch 2 (global step 20) → checkpoint at that step
     boundary, exit status 75 and one stderr line; the resume only evaluates epoch 2 and trains epoch 3."""
     config, run_dir = config_for(tmp_path, "flgamma_sece"), tmp_path / "run"
-    proc = run_script(["--config", config, "--run-dir", run_dir], METACAL_TEST_SIGTERM_AT_STEP="20")
+    proc = run_script("sigterm_at_step=20", ["--config", config, "--run-dir", run_dir])
     assert proc.returncode == 75, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("preempted: stopped by SIGTERM after epoch 2, step 10")
     assert "Traceback" not in proc.stderr
