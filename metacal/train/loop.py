@@ -39,7 +39,7 @@ from .checkpoint import EpochProgress, TrainState, load_checkpoint, save_checkpo
 from .compat import resume_point
 from .config import Config, ConfigError, to_yaml
 from .evaluation import predict, selection_score, summarize
-from .outputs import epoch_line, finalize, load_predictions, reliability_figure  # noqa: F401 (re-export)
+from .outputs import epoch_line, finalize, reliability_figure
 from .run_dir import RunPaths
 from .runtime import configure_process
 from .tb_logging import TBLogger
@@ -231,8 +231,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
             state.best_score, state.best_epoch = score, epoch + 1
             state.best_metrics = {"val": val_m, "test": test_m}
             if main:
-                val.save_npz(paths.predictions / "val.npz")
-                test.save_npz(paths.predictions / "test.npz")
+                val.save(paths.predictions / "val.npz")
+                test.save(paths.predictions / "test.npz")
         state.history.append({"epoch": epoch + 1, "time_s": time.time() - t0, "lr": lr,
                               "train": train_m, "val": val_m, "test": test_m})
         state.epoch, state.step_in_epoch = epoch + 1, 0
