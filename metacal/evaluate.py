@@ -2,9 +2,10 @@
 
     python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz] [--json] [--plot OUT.png]
 
-PRED.npz holds ``labels`` (N integers in [0, K)) and either ``logits`` (N×K float) or ``probs`` (N×K, rows
-summing to 1 within 1e-3); if both are present, ``logits`` are used. Prints a table in percent, or with
-``--json`` exactly one JSON object (fractions; keys of ``metacal.metrics.summary`` at ``--bins`` bins).
+PRED.npz (read by ``metacal.predictions.load_predictions``) holds ``labels`` (N integers in [0, K)) and
+either ``logits`` (N×K float) or ``probs`` (N×K, rows summing to 1 within 1e-3); if both are present,
+``logits`` are used. Prints a table in percent, or with ``--json`` exactly one JSON object (fractions; keys
+of ``metacal.metrics.summary`` at ``--bins`` bins).
 
 ``--calib VAL.npz`` fits, on VAL, temperature scaling by NLL and by the ECE grid (0.1…10.0) and top-label
 histogram binning (``--bins`` bins), applies them to PRED and adds ``after_ts_nll``, ``after_ts_ece``,
