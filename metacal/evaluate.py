@@ -2,9 +2,10 @@
 
     python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz] [--json] [--plot OUT.png]
 
-PRED.npz holds ``labels`` (N integers in [0, K)) and either ``logits`` (N×K float) or ``probs`` (N×K, rows
-summing to 1 within 1e-3); if both are present, ``logits`` are used. Prints a table in percent, or with
-``--json`` exactly one JSON object (fractions; keys of ``metacal.metrics.summary`` at ``--bins`` bins).
+PRED.npz (read by ``metacal.predictions.load_predictions``) holds ``labels`` (N integers in [0, K)) and
+either ``logits`` (N×K float) or ``probs`` (N×K, rows summing to 1 within 1e-3); if both are present,
+``logits`` are used. Prints a table in percent, or with ``--json`` exactly one JSON object (fractions; keys
+of ``metacal.metrics.summary`` at ``--bins`` bins).
 
 ``--calib VAL.npz`` fits, on VAL, temperature scaling by NLL and by the ECE grid (0.1…10.0) and top-label
 histogram binning (``--bins`` bins), applies them to PRED and adds ``after_ts_nll``, ``after_ts_ece``,
@@ -23,89 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import zipfile
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-import torch
-
 from metacal.metrics import summary
-from metacal.metrics.inputs import PROB_SUM_ATOL
 from metacal.posthoc import HistogramBinning, TemperatureScaling
+from metacal.predictions import Predictions, load_predictions
 
 PROG = "python -m metacal.evaluate"
-LOG_EPS = 1e-12
 
 
 class InputError(ValueError):
     """Bad command-line input (reported as one line, exit code 2)."""
-
-
-class Predictions:
-    """Loaded predictions: ``probs`` (N×K float64), ``labels`` (N int64), ``logits`` (N×K or None)."""
-
-    def __init__(self, probs: torch.Tensor, labels: torch.Tensor, logits: torch.Tensor | None) -> None:
-        self.probs, self.labels, self.logits = probs, labels, logits
-
-    @property
-    def num_classes(self) -> int:
-        return self.probs.shape[1]
-
-    def logits_for_scaling(self) -> torch.Tensor:
-        """The logits, or log-probabilities (clamped at 1e-12) when the file only holds probs."""
-        return self.logits if self.logits is not None else self.probs.clamp_min(LOG_EPS).log()
-
-
-def load_predictions(path: str | Path) -> Predictions:
-    """Read and validate a predictions .npz; raises FileNotFoundError / InputError with a one-line message."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file; pass a .npz with 'labels' and 'logits' or 'probs'")
-    try:
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise InputError(f"{path}: expected an .npz archive (np.savez), got a single .npy array")
-        with data:
-            arrays = {key: np.asarray(data[key]) for key in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"{path}: cannot read as .npz ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
-    if "labels" not in arrays:
-        raise InputError(f"{path}: missing key 'labels' (found: {', '.join(sorted(arrays)) or 'none'})")
-    key = "logits" if "logits" in arrays else "probs" if "probs" in arrays else None
-    if key is None:
-        raise InputError(f"{path}: missing key 'logits' or 'probs' (found: {', '.join(sorted(arrays))})")
-    scores, labels = arrays[key], arrays["labels"]
-    if scores.ndim != 2 or scores.shape[0] == 0 or scores.shape[1] < 2:
-        raise InputError(f"{path}: '{key}' must be N×K with N ≥ 1 and K ≥ 2, got shape {scores.shape}")
-    if not (np.issubdtype(scores.dtype, np.floating) or np.issubdtype(scores.dtype, np.integer)):
-        raise InputError(f"{path}: '{key}' must be numeric, got dtype {scores.dtype}")
-    if labels.ndim != 1 or labels.shape[0] != scores.shape[0]:
-        raise InputError(
-            f"{path}: 'labels' must have shape ({scores.shape[0]},) to match '{key}' {scores.shape}, got {labels.shape}"
-        )
-    if not np.issubdtype(labels.dtype, np.integer):
-        if not np.issubdtype(labels.dtype, np.floating) or not np.all(np.isfinite(labels)) or np.any(labels % 1):
-            raise InputError(f"{path}: 'labels' must be integers, got dtype {labels.dtype}")
-    scores = scores.astype(np.float64)
-    if not np.all(np.isfinite(scores)):
-        bad = int((~np.isfinite(scores)).any(axis=1).sum())
-        raise InputError(f"{path}: '{key}' contains NaN or inf in {bad} row(s)")
-    k = scores.shape[1]
-    if labels.min() < 0 or labels.max() >= k:
-        raise InputError(f"{path}: 'labels' must lie in [0, {k - 1}] for K = {k}, got [{labels.min()}, {labels.max()}]")
-    t_scores = torch.from_numpy(scores)
-    t_labels = torch.from_numpy(labels.astype(np.int64))
-    if key == "logits":
-        return Predictions(torch.softmax(t_scores, dim=1), t_labels, t_scores)
-    if scores.min() < -PROB_SUM_ATOL or scores.max() > 1 + PROB_SUM_ATOL:
-        raise InputError(f"{path}: 'probs' must lie in [0, 1], got [{scores.min():.4g}, {scores.max():.4g}]")
-    dev = float(np.abs(scores.sum(axis=1) - 1).max())
-    if dev > PROB_SUM_ATOL:
-        raise InputError(f"{path}: 'probs' rows must sum to 1 (tolerance {PROB_SUM_ATOL:g}); max deviation {dev:.3g}")
-    return Predictions(t_scores, t_labels, None)
 
 
 def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = None) -> dict:

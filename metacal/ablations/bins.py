@@ -10,12 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from metacal.metrics import ece_vs_bins
+from metacal.predictions import Predictions, load_predictions
 from metacal.report.figures import plot_vs_bins
 from metacal.report.labels import method_label
-from metacal.report.runs import load_predictions
 
 from .page import Column, Section, Table, write_page
 from .runner import Variant, gaussian_mixture_setting
@@ -33,12 +32,12 @@ def _label(run_dir: Path) -> str:
     return method_label(name)
 
 
-def bins_rows(preds: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[dict]:
+def bins_rows(preds: dict[str, Predictions]) -> list[dict]:
     """One row per method: ``ece_<b>`` and ``mce_<b>`` for every bin count b (fractions)."""
     rows = []
-    for label, (probs, labels) in preds.items():
-        res = ece_vs_bins(torch.from_numpy(probs), torch.from_numpy(labels), BIN_COUNTS)
-        row = {"method": label, "n": int(len(labels))}
+    for label, pred in preds.items():
+        res = ece_vs_bins(pred.probs, pred.labels, BIN_COUNTS)
+        row = {"method": label, "n": len(pred.labels)}
         row.update({f"ece_{b}": e for b, e in zip(res["bins"], res["ece"])})
         row.update({f"mce_{b}": m for b, m in zip(res["bins"], res["mce"])})
         rows.append(row)
@@ -50,8 +49,7 @@ def run(opts: StudyOptions):
     if opts.runs:
         preds = {}
         for d in map(Path, opts.runs):
-            p = load_predictions(d / "predictions" / "test.npz")
-            preds[_label(d)] = (p.probs, p.labels)
+            preds[_label(d)] = load_predictions(d / "predictions" / "test.npz")
         source = "the test predictions of the run directories " + ", ".join(f"`{d}`" for d in opts.runs)
     else:
         setting = (gaussian_mixture_setting(1500, 2000, 2, seed=opts.seed) if opts.quick
@@ -60,8 +58,7 @@ def run(opts: StudyOptions):
         runs = train_all(opts, setting, [Variant(m, m) for m in methods])
         preds = {}
         for r in runs:
-            p = load_predictions(r.run_dir / "predictions" / "test.npz")
-            preds[method_label(r.method)] = (p.probs, p.labels)
+            preds[method_label(r.method)] = load_predictions(r.run_dir / "predictions" / "test.npz")
         source = (f"methods trained for this page ({setting.label}; method configs from configs/fashion_mnist), "
                   "test predictions of each run's selected epoch (best validation error)")
     rows = bins_rows(preds)

@@ -13,8 +13,8 @@ from matplotlib.figure import Figure
 
 from metacal import metrics
 from metacal.posthoc import HistogramBinning, TemperatureScaling
+from metacal.predictions import load_predictions
 from metacal.report.labels import method_label
-from metacal.report.runs import load_predictions
 
 from .page import Column, Section, Table, save_figure, write_page
 from .runner import Variant, build_bundle, gaussian_mixture_setting, predict_logits, stack, train_epochwise
@@ -68,8 +68,7 @@ def run(opts: StudyOptions):
         run = train_epochwise(setting, Variant(m, m), opts.work / m, on_epoch)
         val, test = (load_predictions(run.run_dir / "predictions" / f"{s}.npz") for s in ("val", "test"))
         row = {"method": method_label(m), "epoch": run.metrics.get("epoch")}
-        row.update(posthoc_row(torch.from_numpy(val.logits), torch.from_numpy(val.labels),
-                               torch.from_numpy(test.logits), torch.from_numpy(test.labels)))
+        row.update(posthoc_row(val.logits, val.labels, test.logits, test.labels))
         rows.append(row)
         curves[method_label(m)] = per_epoch
     fig = Figure(figsize=(11, 4))

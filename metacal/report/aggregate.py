@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-import torch
 
+from metacal.predictions import Predictions
 from metacal.report.labels import method_label, method_order
-from metacal.report.runs import Predictions, Run
+from metacal.report.runs import Run
 
 TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
 POSTHOC_KEYS = ("ece_ts_nll", "ece_ts_grid", "ece_hb")
@@ -40,16 +40,12 @@ def mean_std(values: Sequence[float], ddof: int = 1) -> tuple[float, float, int]
     return float(arr.mean()), std, n
 
 
-def _tensors(pred: Predictions) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.from_numpy(pred.probs), torch.from_numpy(pred.labels)
-
-
 def split_metrics(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
     """The six Table-1 metrics of one split (fractions), with the same functions metacal.metrics.summary uses,
     and the over-confidence mean(conf) − accuracy."""
     from metacal import metrics
 
-    probs, labels = _tensors(pred)
+    probs, labels = pred.probs, pred.labels
     return {
         "error": float(metrics.error_rate(probs, labels)),
         "nll": float(metrics.nll(probs, labels)),
@@ -71,20 +67,19 @@ def posthoc_metrics(val: Predictions, test: Predictions, num_bins: int = 15, hb_
     from metacal.posthoc import HistogramBinning, TemperatureScaling
 
     out: dict[str, float] = {}
-    test_labels = torch.from_numpy(test.labels)
-    val_labels = torch.from_numpy(val.labels)
+    test_labels, val_labels = test.labels, val.labels
     for key, method in (("nll", "nll"), ("grid", "ece_grid")):
         if val.logits is None or test.logits is None:
             out[f"ece_ts_{key}"], out[f"t_{key}"] = math.nan, math.nan
             continue
         ts = TemperatureScaling(method=method, num_bins=num_bins)  # grid minimises the ECE reported
-        ts.fit(torch.from_numpy(val.logits), val_labels)
-        probs = ts.transform(torch.from_numpy(test.logits))
+        ts.fit(val.logits, val_labels)
+        probs = ts.transform(test.logits)
         out[f"ece_ts_{key}"] = float(metrics.ece(probs, test_labels, num_bins))
         out[f"t_{key}"] = float(ts.temperature)
     hb = HistogramBinning(num_bins=hb_bins)
-    hb.fit(torch.from_numpy(val.probs), val_labels)
-    out["ece_hb"] = float(metrics.ece(hb.transform(torch.from_numpy(test.probs)), test_labels, num_bins))
+    hb.fit(val.probs, val_labels)
+    out["ece_hb"] = float(metrics.ece(hb.transform(test.probs), test_labels, num_bins))
     return out
 
 

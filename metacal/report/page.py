@@ -51,15 +51,13 @@ def _reliability_entries(rows: Sequence[MethodRow], by_method: dict[str, list[Ru
             continue
         run = next((r for r in runs if r.seed == 0), min(runs, key=lambda r: (r.seed is None, r.seed or 0)))
         pred = run.predictions("test")
-        error = float(np.mean(pred.probs.argmax(axis=1) != pred.labels)) * 100
-        entries.append((f"{row.label} (seed {run.seed}, error {error:.2f}%)", pred.probs, pred.labels))
+        error = float((pred.probs.argmax(dim=1) != pred.labels).double().mean()) * 100
+        entries.append((f"{row.label} (seed {run.seed}, error {error:.2f}%)", pred.probs.numpy(), pred.labels.numpy()))
     return entries
 
 
 def _bins_curves(rows: Sequence[MethodRow], by_method: dict[str, list[Run]]):
     """Per method: ECE and MCE vs number of bins, mean ± std over the seeds with test predictions."""
-    import torch
-
     from metacal.metrics import ece_vs_bins
 
     curves = {}
@@ -68,7 +66,7 @@ def _bins_curves(rows: Sequence[MethodRow], by_method: dict[str, list[Run]]):
         for run in by_method.get(row.method, []):
             if run.has_predictions("test"):
                 pred = run.predictions("test")
-                per_run.append(ece_vs_bins(torch.from_numpy(pred.probs), torch.from_numpy(pred.labels), BIN_COUNTS))
+                per_run.append(ece_vs_bins(pred.probs, pred.labels, BIN_COUNTS))
         if not per_run:
             continue
         bins = np.asarray(per_run[0]["bins"], dtype=np.float64)

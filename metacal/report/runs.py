@@ -2,7 +2,7 @@
 
 Layout of one run directory (all optional except what a caller needs):
 ``config.yaml`` (resolved config), ``metrics.json`` ({"epoch", "val", "test", "test_after_ts", "finished"?}),
-``predictions/{val,test}.npz`` (``logits`` or ``probs``, and ``labels``), ``history.jsonl`` (one JSON object
+``predictions/{val,test}.npz`` (:mod:`metacal.predictions`), ``history.jsonl`` (one JSON object
 per epoch; ``history.json``, a JSON list of the same objects, is read when there is no .jsonl), ``DONE``
 (finished marker), ``checkpoints/`` (resumable). A sweep writes
 ``OUT/<config-stem>/seed<S>/``: the method is the config stem, the seed comes from the directory name.
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
+
+from metacal.predictions import Predictions, load_predictions
 
 RUN_MARKERS = ("config.yaml", "metrics.json", "history.jsonl", "history.json", "predictions", "checkpoints", "DONE")
 _SEED_DIR = re.compile(r"^seed(\d+)$")
@@ -98,39 +98,6 @@ def config_get(config: dict, dotted: str, default: Any = None) -> Any:
             return default
         node = node[key]
     return node
-
-
-@dataclass
-class Predictions:
-    """One split's predictions: ``logits`` (N×K, None if only probabilities were saved), ``probs``, ``labels``."""
-
-    logits: np.ndarray | None
-    probs: np.ndarray
-    labels: np.ndarray
-
-
-def load_predictions(path: str | Path) -> Predictions:
-    """Read a predictions .npz (``logits`` or ``probs``, plus ``labels``); softmax computed in float64."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"predictions file not found: {path}")
-    try:
-        data = np.load(path)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"cannot read predictions file {path}: {exc}") from None
-    with data:
-        if "labels" not in data:
-            raise ValueError(f"{path} has no 'labels' array (found: {', '.join(data.files)})")
-        labels = np.asarray(data["labels"]).astype(np.int64)
-        if "logits" in data:
-            logits = np.asarray(data["logits"], dtype=np.float64)
-            shifted = logits - logits.max(axis=1, keepdims=True)
-            exp = np.exp(shifted)
-            probs = exp / exp.sum(axis=1, keepdims=True)
-            return Predictions(logits=logits, probs=probs, labels=labels)
-        if "probs" in data:
-            return Predictions(logits=None, probs=np.asarray(data["probs"], dtype=np.float64), labels=labels)
-    raise ValueError(f"{path} has neither 'logits' nor 'probs'")
 
 
 @dataclass

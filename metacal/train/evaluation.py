@@ -7,34 +7,14 @@ the mean and std of γ on the test set); the γ-Net is not used for the predicti
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from torch import nn
 
 from metacal import metrics
-
-
-@dataclass
-class Predictions:
-    logits: torch.Tensor  # (N, K) float32, CPU
-    labels: torch.Tensor  # (N,) int64, CPU
-    gamma: torch.Tensor | None = None  # (N,) γ-Net output, CPU
-
-    def probs(self) -> torch.Tensor:
-        return torch.softmax(self.logits.double(), dim=-1)
-
-    def save_npz(self, path: Path) -> None:
-        """The evaluate-CLI format: ``logits`` (N×K float32) and ``labels`` (N int64); written atomically."""
-        from .atomic_io import write_with_atomic
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_with_atomic(path, lambda buf: np.savez(buf, logits=self.logits.numpy().astype(np.float32),
-                                                     labels=self.labels.numpy().astype(np.int64)))
+from metacal.predictions import Predictions
 
 
 @torch.no_grad()
@@ -69,16 +49,13 @@ def predict(
     model.train(was_training)
     if gamma_net is not None:
         gamma_net.train(was_training)
-    return Predictions(
-        logits=torch.cat(logits_all),
-        labels=torch.cat(labels_all).long(),
-        gamma=torch.cat(gamma_all) if gamma_all else None,
-    )
+    gamma = torch.cat(gamma_all) if gamma_all else None
+    return Predictions.from_logits(torch.cat(logits_all), torch.cat(labels_all), gamma)
 
 
 def summarize(pred: Predictions, num_bins: int = 15, binning_free: bool = True) -> dict[str, float]:
     """metacal.metrics.summary on the softmax probabilities, plus γ mean/std when a γ-Net ran."""
-    out = _plain(metrics.summary(pred.probs(), pred.labels, num_bins=num_bins, binning_free=binning_free))
+    out = _plain(metrics.summary(pred.probs, pred.labels, num_bins=num_bins, binning_free=binning_free))
     if pred.gamma is not None and pred.gamma.numel() > 0:
         out["gamma_mean"] = float(pred.gamma.mean())
         out["gamma_std"] = float(pred.gamma.std(unbiased=False))

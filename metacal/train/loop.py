@@ -134,8 +134,8 @@ def evaluate_epoch(run: Run, epoch: int, t0: float, train_m: dict[str, float],
         state.best_score, state.best_epoch = selection_score(val_m, cfg.eval.select_by), epoch + 1
         state.best_metrics = {"val": val_m, "test": test_m}
         if accelerator.is_main_process:
-            val.save_npz(run.paths.predictions / "val.npz")
-            test.save_npz(run.paths.predictions / "test.npz")
+            val.save(run.paths.predictions / "val.npz")
+            test.save(run.paths.predictions / "test.npz")
     state.history.append({"epoch": epoch + 1, "time_s": time.time() - t0, "lr": train_m["lr"],
                           "train": train_m, "val": val_m, "test": test_m})
     state.epoch, state.step_in_epoch = epoch + 1, 0

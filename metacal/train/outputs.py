@@ -7,18 +7,17 @@ presence marks a finished run.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import torch
 from accelerate import Accelerator
 
 from metacal.metrics import binning_free_summary
+from metacal.predictions import Predictions, load_predictions
 
 from .atomic_io import write_text_atomic
 from .checkpoint import TrainState
 from .config import Config, flatten, to_dict
-from .evaluation import Predictions, after_temperature_scaling
+from .evaluation import after_temperature_scaling
 from .run_dir import RunPaths
 from .tb_logging import TBLogger
 
@@ -35,13 +34,13 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
         return result
     val, test = load_predictions(paths.predictions / "val.npz"), load_predictions(paths.predictions / "test.npz")
     for split, pred in (("val", val), ("test", test)):  # SECE, KDE-ECE, smECE: only for the selected epoch
-        result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs(), pred.labels)}
+        result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
     result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     write_text_atomic(paths.history, json.dumps(state.history, indent=2))
     import matplotlib.pyplot as plt
 
-    fig = plot_reliability()(test.probs(), test.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
+    fig = plot_reliability()(test.probs, test.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
                              title=f"{paths.root.name}: test, epoch {state.best_epoch}")
     plt.close(fig)
     final = {f"final/{split}_{k}": float(v) for split in ("val", "test") for k, v in (result[split] or {}).items()
@@ -52,15 +51,8 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
     return result
 
 
-def load_predictions(path: Path) -> Predictions:
-    import numpy as np
-
-    with np.load(path) as f:
-        return Predictions(torch.from_numpy(f["logits"]), torch.from_numpy(f["labels"]).long())
-
-
 def reliability_figure(pred: Predictions, num_bins: int, epoch: int):
-    return plot_reliability()(pred.probs(), pred.labels, num_bins=num_bins, title=f"test, epoch {epoch}")
+    return plot_reliability()(pred.probs, pred.labels, num_bins=num_bins, title=f"test, epoch {epoch}")
 
 
 def plot_reliability():

@@ -9,7 +9,8 @@ Layout::
       checkpoints/latest     symlink to the newest one (end of an epoch, or mid-epoch with
                              run.checkpoint_every_steps or after SIGTERM)
       checkpoints/best       symlink to the end-of-epoch checkpoint with the best validation score
-      predictions/{val,test}.npz   logits + labels of the selected (best) epoch (evaluate-CLI format)
+      predictions/{val,test}.npz   logits, labels (and γ with a γ-Net) of the selected (best) epoch
+                             (format: metacal.predictions)
       reliability.png        reliability diagram of the selected epoch on the test set
       metrics.json           {"epoch", "val", "test", "test_after_ts"} of the selected epoch
       history.json           per-epoch train/val/test numbers (curves)

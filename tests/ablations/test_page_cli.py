@@ -33,7 +33,7 @@ def test_write_page(tmp_path):
 def test_cli_errors_are_one_line(tmp_path, capsys):
     code = main(["bins", "--runs", str(tmp_path / "missing"), "--out", str(tmp_path)])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "predictions file not found" in err
+    assert code == 2 and err.count("\n") == 1 and "no such file" in err
     with pytest.raises(SystemExit) as exc:
         main(["no_such_study"])
     assert exc.value.code == 2

@@ -86,8 +86,7 @@ def test_posthoc_equals_direct_api_call(tmp_path, run_writer):
     run = read_run(run_writer(tmp_path / "ce" / "seed0", 0, n=300, k=4, sharpness=3.0))
     val, test = run.predictions("val"), run.predictions("test")
     got = posthoc_metrics(val, test)
-    zv, yv = torch.from_numpy(val.logits), torch.from_numpy(val.labels)
-    zt, yt = torch.from_numpy(test.logits), torch.from_numpy(test.labels)
+    zv, yv, zt, yt = val.logits, val.labels, test.logits, test.labels
     for key, method in (("nll", "nll"), ("grid", "ece_grid")):
         ts = TemperatureScaling(method=method).fit(zv, yv)
         assert got[f"t_{key}"] == pytest.approx(ts.temperature, rel=1e-12)

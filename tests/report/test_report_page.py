@@ -127,7 +127,7 @@ def _corrupt_run(root):
     (lambda root: root.mkdir(), [], "no run directories"),
     (lambda root: root.mkdir(), ["--out", "x.txt"], "must name a Markdown file"),
     (lambda root: root.mkdir(), ["--bins", "0"], "--bins must be a positive integer"),
-    (_corrupt_run, [], "cannot read predictions file"),
+    (_corrupt_run, [], "cannot read as .npz"),
     (lambda root: root.mkdir(), ["--discussion", "nope.md"], "--discussion: no such file: nope.md"),
 ])  # fmt: skip
 def test_report_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, make, argv_extra, message):

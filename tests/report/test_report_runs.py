@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 
 from metacal.report.labels import METHOD_LABELS, method_label, method_order
@@ -10,7 +9,6 @@ from metacal.report.runs import (
     find_runs,
     has_checkpoints,
     is_finished,
-    load_predictions,
     read_history,
     read_run,
 )
@@ -79,21 +77,6 @@ def test_find_runs_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="run root not found"):
         find_runs(tmp_path / "nope")
     assert find_runs(tmp_path) == []
-
-
-def test_load_predictions_logits_and_probs(tmp_path):
-    logits = np.array([[0.0, np.log(3.0)], [1000.0, 0.0]])
-    np.savez(tmp_path / "a.npz", logits=logits, labels=np.array([1, 0]))
-    pred = load_predictions(tmp_path / "a.npz")
-    np.testing.assert_allclose(pred.probs, [[0.25, 0.75], [1.0, 0.0]], atol=1e-12)  # stable for huge logits
-    np.savez(tmp_path / "b.npz", probs=np.array([[0.2, 0.8]]), labels=np.array([1]))
-    pred = load_predictions(tmp_path / "b.npz")
-    assert pred.logits is None and pred.probs.tolist() == [[0.2, 0.8]]
-    np.savez(tmp_path / "c.npz", logits=logits)
-    with pytest.raises(ValueError, match="no 'labels'"):
-        load_predictions(tmp_path / "c.npz")
-    with pytest.raises(FileNotFoundError):
-        load_predictions(tmp_path / "d.npz")
 
 
 def test_label_mapping():

@@ -10,6 +10,8 @@ import torch
 
 from train_tiny import METHODS, read_metrics
 
+from metacal.predictions import load_predictions
+
 SUMMARY_KEYS = {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "classwise_ece",
                 "sece", "kde_ece", "smece"}
 FAST_MODEL = {"model": {"name": "mlp", "options": {"hidden": [32]}}}
@@ -62,6 +64,7 @@ def test_plain_and_meta_methods_end_to_end(method, write_config, run_cli, tmp_pa
     assert code == 0, err
     check_run_dir(tmp_path / "run")
     assert "epoch   2/2" in out
+    assert load_predictions(tmp_path / "run" / "predictions" / "test.npz").gamma is None  # no γ-Net, no γ
     if method == "adafocal":  # the stateful loss was updated from validation and checkpointed
         state = torch.load(tmp_path / "run/checkpoints/latest/custom_checkpoint_2.pkl", weights_only=False)
         assert "bin_gamma" in state and not torch.allclose(state["bin_gamma"], torch.ones(15))
@@ -78,6 +81,10 @@ def test_flgamma_sece_each_backend_logs_gamma_and_ece(backend, write_config, run
     assert code == 0, err
     metrics = check_run_dir(run_dir)
     assert metrics["test"]["gamma_mean"] > 0 and metrics["test"]["gamma_std"] >= 0
+    gamma = load_predictions(run_dir / "predictions" / "test.npz").gamma  # saved with the selected epoch's logits
+    assert gamma.shape == (120,)
+    assert float(gamma.mean()) == pytest.approx(metrics["test"]["gamma_mean"], rel=1e-5)
+    assert float(gamma.std(unbiased=False)) == pytest.approx(metrics["test"]["gamma_std"], rel=1e-4, abs=1e-7)
 
     events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"histograms": 0, "images": 0})
     events.Reload()
