@@ -1,5 +1,5 @@
 """γ-Net: per-sample focal-loss γ from the backbone's penultimate features (Wang & Golebiowski 2024,
-seed 003 §4.1, eq. 4–5).
+§4.1, eq. 4–5; docs/conventions.md#gamma-net).
 
 With x ∈ R^{N×d} the features (detached here: the γ-Net never changes the backbone's features),
 A ∈ R^{d×k} (k heads, the paper uses k = number of classes) and W ∈ R^{d×1}::
@@ -7,7 +7,7 @@ A ∈ R^{d×k} (k heads, the paper uses k = number of classes) and W ∈ R^{d×1
     a = x A            (N×k)        p = softmax_k(a)                      (eq. 4)
     x̃ = p Aᵀ           (N×d)        r = (x̃ W + b) / τ,  γ = map(r)         (eq. 5, map = |·|)
 
-τ = 0.01 is fixed (not learned). The output maps (seed 003 "Practical considerations", for the ablation):
+τ = 0.01 is fixed (not learned). The output maps (§4.1 "Practical considerations", for the ablation):
 ``"abs"`` |r| (the paper's choice, default), ``"softplus"`` log(1+eʳ), ``"relu"`` max(r, 0),
 ``"sigmoid"`` γ_max·σ(r). All are ≥ 0.
 
@@ -50,7 +50,7 @@ def _inverse_map(output: str, gamma: float, gamma_max: float) -> float:
 
 
 class GammaNet(nn.Module):
-    """Per-sample γ = map((softmax(xA) Aᵀ W + b)/τ) (seed 003 eq. 4–5); ``gamma_net(features) -> (N,)``."""
+    """Per-sample γ = map((softmax(xA) Aᵀ W + b)/τ) (Wang & Golebiowski 2024, eq. 4–5); ``gamma_net(features) -> (N,)``."""
 
     def __init__(
         self,

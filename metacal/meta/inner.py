@@ -22,7 +22,7 @@ from .gamma_net import GammaNet
 
 
 class GammaFocalInner:
-    """Focal loss with per-sample γ_i = γ-Net(features_i) (seed 003 Alg. 1, lines 3–4)."""
+    """Focal loss with per-sample γ_i = γ-Net(features_i) (Wang & Golebiowski 2024, Alg. 1, lines 3–4)."""
 
     logits_depend_on_meta = True
     uses_head_params = False

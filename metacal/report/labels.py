@@ -1,4 +1,5 @@
-"""Display names of methods: config stem → the label the seed papers use (seed 003 Table 1, seeds 001/002/004).
+"""Display names of methods: config stem → the label the source papers use (Wang & Golebiowski 2024,
+Table 1; Wang, Feng & Zhang 2021; Karandikar et al. 2021; Lin et al. 2025).
 
 Unknown stems are shown as they are, so a new config never disappears from a table.
 """

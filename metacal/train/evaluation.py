@@ -1,6 +1,6 @@
 """Per-epoch evaluation: gather per-example logits across processes, then metacal.metrics.summary.
 
-With a γ-Net, the γ it predicts for each evaluated sample is gathered too (seed 003 Fig. 3c–d reports
+With a γ-Net, the γ it predicts for each evaluated sample is gathered too (Wang & Golebiowski 2024, Fig. 3c–d, reports
 the mean and std of γ on the test set); the γ-Net is not used for the predictions themselves.
 """
 
@@ -63,7 +63,7 @@ def summarize(pred: Predictions, num_bins: int = 15, binning_free: bool = True) 
 
 
 def after_temperature_scaling(val: Predictions, test: Predictions, num_bins: int = 15) -> dict[str, Any]:
-    """Test metrics after temperature scaling fitted by NLL on the validation logits (seed 003 "CE+TS")."""
+    """Test metrics after temperature scaling fitted by NLL on the validation logits (Wang & Golebiowski 2024, "CE+TS")."""
     from metacal.posthoc import TemperatureScaling
 
     ts = TemperatureScaling(method="nll").fit(val.logits.double(), val.labels)

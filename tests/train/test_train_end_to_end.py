@@ -96,7 +96,7 @@ def test_flgamma_sece_each_backend_logs_gamma_and_ece(backend, write_config, run
     # the histogram covers every training sample of the epoch: 320 samples, 10 batches of 32
     hist = events.Histograms("train/gamma_hist")
     assert [h.step for h in hist] == [1, 2] and hist[0].histogram_value.num == 320
-    assert hist[0].histogram_value.min >= 0  # γ = |·| (seed 003 eq. 5)
+    assert hist[0].histogram_value.min >= 0  # γ = |·| (Wang & Golebiowski 2024, eq. 5)
     lrs = [s.value for s in events.Scalars("train/lr")]
     assert lrs == pytest.approx([0.1, 0.01])  # MultiStepLR ×0.1 at epoch 1
     # the logged test γ mean of the selected epoch is the one in metrics.json
