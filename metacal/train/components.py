@@ -83,7 +83,7 @@ def build_optimizer(cfg: Config, model: nn.Module) -> torch.optim.Optimizer:
 def build_scheduler(cfg: Config, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
     """lr × ``gamma`` at each milestone epoch (150 and 250 in seed 003); stepped once per epoch."""
     s = cfg.schedule
-    return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(s.milestones), gamma=s.gamma)
+    return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(s.milestones), gamma=s.lr_decay)
 
 
 def build_meta_optimizer(cfg: Config, params: list[nn.Parameter]) -> torch.optim.Optimizer:
