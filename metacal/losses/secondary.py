@@ -89,8 +89,9 @@ class PrimaryPlusSecondary(Loss):
 @LOSSES.register("ce_mmce")
 class MMCELoss(PrimaryPlusSecondary):
     """CE + λ·MMCE (Kumar et al., 2018), registered as ``ce_mmce`` (``mmce`` names the objective alone);
-    λ = 8 default (seed 000: "typical β values of 8.0–9.0"; Kumar et al.'s README runs ``--mmce_coeff=8.0``). With this (correct) normalisation λ = 8 collapsed MNIST-1D training
-    at lr 0.1 to chance; the shipped configs (configs/methods/mmce.yaml) use λ = 0.5, chosen on validation data.
+    λ = 8 default (seed 000: "typical β values of 8.0–9.0"; Kumar et al.'s README runs ``--mmce_coeff=8.0``).
+    With this (correct) normalisation λ = 8 collapsed MNIST-1D training at lr 0.1 to chance; the shipped
+    configs (configs/methods/mmce.yaml) use λ = 0.5, chosen on validation data.
 
     MMCE is ``metacal.objectives`` "mmce" (weighted MMCE with Kumar et al.'s 1/m², 1/n², 1/(mn)
     normalisation, documented there). λ values tuned with the torrvision/focal_calibration port (which

@@ -145,6 +145,7 @@ RENAMED_VALUES = {"loss.name": {"mmce": "ce_mmce"}}  # CE + λ·MMCE; the object
 
 
 def _read_yaml(path: Path) -> DictConfig:
+    """One file through OmegaConf's YAML loader (which also reads ``5e-4`` as a float)."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
@@ -225,11 +226,11 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
         key = getattr(err, "full_key", None) or "?"
         raise ConfigError(f"invalid value for config key '{key}': {_first_line(err)}") from None
     for key, renamed in RENAMED_VALUES.items():
-        if _get(cfg, key) in renamed:
-            raise ConfigError(f"{key} '{_get(cfg, key)}' was renamed to '{renamed[_get(cfg, key)]}'")
+        if (value := _get(cfg, key)) in renamed:
+            raise ConfigError(f"{key} '{value}' was renamed to '{renamed[value]}'")
     for key, valid in CHOICES.items():
-        if _get(cfg, key) not in valid:
-            raise ConfigError(f"config key '{key}' must be one of {', '.join(valid)}; got {_get(cfg, key)!r}")
+        if (value := _get(cfg, key)) not in valid:
+            raise ConfigError(f"config key '{key}' must be one of {', '.join(valid)}; got {value!r}")
     if cfg.data.batch_size <= 0 or cfg.meta.batch_size <= 0 or cfg.data.eval_batch_size <= 0:
         raise ConfigError("batch sizes (data.batch_size, data.eval_batch_size, meta.batch_size) must be > 0")
     if cfg.run.checkpoint_every_steps < 0:

@@ -61,7 +61,8 @@ def _write_old_spelling(run_dir):
     for path in (run_dir / "config.yaml", latest / "config.yaml"):
         text = path.read_text()
         assert "  lr_decay: 0.5\n" in text and "  name: ce_mmce\n" in text
-        path.write_text(text.replace("  lr_decay: 0.5\n", "  gamma: 0.5\n").replace("  name: ce_mmce\n", "  name: mmce\n"))
+        text = text.replace("  lr_decay: 0.5\n", "  gamma: 0.5\n").replace("  name: ce_mmce\n", "  name: mmce\n")
+        path.write_text(text)
     manifest = json.loads((latest / "MANIFEST.json").read_text())
     data = (latest / "config.yaml").read_bytes()
     manifest["files"]["config.yaml"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
