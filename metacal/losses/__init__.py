@@ -2,7 +2,7 @@
 
 Every loss follows the contract in :mod:`metacal.losses.base`. Registered names (defaults and sources are in
 each class docstring): ce, focal, flsd53, flsd52, flsc531, dual_focal, inverse_focal, adafocal,
-label_smoothing, l1_logit_norm, brier, mse, bsce, bsce_gra, focal_gra, dual_focal_gra, mmce, mdca, sbece,
+label_smoothing, l1_logit_norm, brier, mse, bsce, bsce_gra, focal_gra, dual_focal_gra, ce_mmce, mdca, sbece,
 avuc, savuc, primary_plus_secondary, mixup, ce_learnable_l2.
 """
 

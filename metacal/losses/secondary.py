@@ -1,12 +1,12 @@
-"""Primary + β·secondary losses (seed 002 §5: "PL + β·SL"), with the secondary switched on after a warm-up
-(seed 000, "epoch-based switching": primary only for the first E epochs, then primary + β·secondary).
+"""Primary + β·secondary losses (Karandikar et al. 2021, §5: "PL + β·SL"), with the secondary switched on after a warm-up
+(the calibration survey, "epoch-based switching": primary only for the first E epochs, then primary + β·secondary).
 
 One generic class, :class:`PrimaryPlusSecondary`: the primary is any registered loss (built with
 ``reduction="none"``), the secondary any objective of :mod:`metacal.objectives` (a batch-level scalar on
 the logits). Weight at epoch e (from ``set_epoch``): 0 if e < ``warmup_epochs`` else β.
 With ``reduction="none"`` the batch-level secondary term is added to every sample's primary value, so the
 mean of the per-sample values is exactly mean(primary) + β·secondary.
-Named presets (each documents its defaults): mmce, mdca, sbece, avuc, savuc.
+Named presets (each documents its defaults): ce_mmce, mdca, sbece, avuc, savuc.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _build_objective(name: str, params: dict[str, Any]) -> torch.nn.Module:
 
 @LOSSES.register("primary_plus_secondary")
 class PrimaryPlusSecondary(Loss):
-    """ℓ_i = PL_i + w(e)·SL(batch), w(e) = β·1[e ≥ warmup_epochs] (seed 002 §5; seed 000 switching).
+    """ℓ_i = PL_i + w(e)·SL(batch), w(e) = β·1[e ≥ warmup_epochs] (Karandikar et al. 2021, §5; the calibration survey's switching).
 
     ``primary``/``primary_params``: a registered loss name and its parameters (its extra call-time
     arguments, e.g. a per-sample ``gamma=``, are passed through). ``secondary``/``secondary_params``: a
@@ -90,15 +90,17 @@ class PrimaryPlusSecondary(Loss):
         return reduce(values, self.reduction)
 
 
-@LOSSES.register("mmce")
+@LOSSES.register("ce_mmce")
 class MMCELoss(PrimaryPlusSecondary):
-    """CE + λ·MMCE (Kumar et al., 2018); λ = 8 default (seed 000: "typical β values of 8.0–9.0"; Kumar et
-    al.'s README runs ``--mmce_coeff=8.0``). With this (correct) normalisation λ = 8 collapsed MNIST-1D training
-    at lr 0.1 to chance; the shipped configs (configs/methods/mmce.yaml) use λ = 0.5, chosen on validation data.
+    """CE + λ·MMCE (Kumar et al., 2018), registered as ``ce_mmce`` (``mmce`` names the objective alone);
+    λ = 8 default (the calibration survey: "typical β values of 8.0–9.0"; Kumar et al.'s README runs ``--mmce_coeff=8.0``).
+    With this (correct) normalisation λ = 8 collapsed MNIST-1D training at lr 0.1 to chance; the shipped
+    configs (configs/methods/mmce.yaml) use λ = 0.5, chosen on validation data.
 
-    MMCE is ``metacal.objectives`` "mmce" (weighted MMCE with Kumar et al.'s 1/m², 1/n², 1/(mn)
-    normalisation, documented there). λ values tuned with the torrvision/focal_calibration port (which
-    divides twice, REFERENCE §2) are on a different scale and do not carry over.
+    MMCE is ``metacal.objectives`` "mmce" (weighted MMCE with the paper's 1/m², 1/n², 1/(mn)
+    normalisation, documented there). λ values tuned with Kumar et al.'s TensorFlow code or its
+    focal_calibration port (both divide twice, docs/conventions.md#mmce) are on a different scale and do
+    not carry over.
     """
 
     def __init__(self, beta: float = 8.0, primary: str = "ce", primary_params=None,
@@ -108,7 +110,7 @@ class MMCELoss(PrimaryPlusSecondary):
 
 @LOSSES.register("mdca")
 class MDCALoss(PrimaryPlusSecondary):
-    """Primary + β·MDCA (Hebbalaguppe et al., 2022); defaults from seed 000's reference command
+    """Primary + β·MDCA (Hebbalaguppe et al., 2022); defaults from the command quoted in the calibration survey
     ``--loss FL+MDCA --gamma 1.0 --beta 1.0``: primary focal with γ = 1, β = 1."""
 
     def __init__(self, beta: float = 1.0, primary: str = "focal", primary_params=None,
@@ -120,9 +122,10 @@ class MDCALoss(PrimaryPlusSecondary):
 
 @LOSSES.register("sbece")
 class SBECELoss(PrimaryPlusSecondary):
-    """Primary (NLL) + β·SB-ECE (seed 002 eq. 10–12). ``secondary="sbece_label"`` selects the
-    label-binned SB-ECE_lb that seed 002 trains with (§E); β = 1 default (seed 002 tunes β, gives none);
-    M = 15 bins fixed in seed 002 §E (the objective's own defaults). The objective's near-hard default
+    """Primary (NLL) + β·SB-ECE (Karandikar et al. 2021, eq. 10–12). ``secondary="sbece_label"`` selects the
+    label-binned SB-ECE_lb they train with (App. E; ours takes the root of eq. 12, the reference returns
+    the square, docs/conventions.md#sb-ece); β = 1 default (they tune β and give none); M = 15 bins fixed
+    in their App. E (the objective's own defaults). The objective's near-hard default
     T ≈ 4.8e-4 gives gradients of order 1/T, which collapsed MNIST-1D training at lr 0.1; the shipped configs
     pass ``secondary_params={"temperature": 0.01}``."""
 
@@ -136,8 +139,8 @@ class SBECELoss(PrimaryPlusSecondary):
 
 @LOSSES.register("avuc")
 class AvUCLoss(PrimaryPlusSecondary):
-    """Primary (NLL) + β·AvUC (Krishnan & Tickoo, 2020; seed 002 eq. 13–14); β = 1 default
-    (seed 002 tunes β, gives none); κ etc. are the objective's parameters (``secondary_params``)."""
+    """Primary (NLL) + β·AvUC (Krishnan & Tickoo, 2020; Karandikar et al. 2021, eq. 13–14); β = 1 default
+    (Karandikar et al. 2021 tune β and give none); κ etc. are the objective's parameters (``secondary_params``)."""
 
     def __init__(self, beta: float = 1.0, primary: str = "ce", primary_params=None,
                  secondary_params=None, warmup_epochs: int = 0, reduction: str = "mean") -> None:
@@ -146,7 +149,7 @@ class AvUCLoss(PrimaryPlusSecondary):
 
 @LOSSES.register("savuc")
 class SAvUCLoss(PrimaryPlusSecondary):
-    """Primary (NLL) + β·S-AvUC (seed 002 eq. 15–16); β = 1 default (seed 002 tunes κ, T, β and gives
+    """Primary (NLL) + β·S-AvUC (Karandikar et al. 2021, eq. 15–16); β = 1 default (they tune κ, T, β and give
     no single value); κ, T are the objective's parameters (``secondary_params``)."""
 
     def __init__(self, beta: float = 1.0, primary: str = "ce", primary_params=None,

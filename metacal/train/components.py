@@ -66,16 +66,16 @@ def build_loss(cfg: Config, model: nn.Module, num_classes: int) -> nn.Module:
 
 
 def build_optimizer(cfg: Config, model: nn.Module) -> torch.optim.Optimizer:
-    """SGD lr 0.1, momentum 0.9, weight decay 5e-4 by default (seed 003 §4)."""
+    """SGD lr 0.1, momentum 0.9, weight decay 5e-4 by default (Wang & Golebiowski 2024, §4)."""
     o = cfg.optim
     return construct("optim", torch.optim.SGD, model.parameters(), lr=o.lr, momentum=o.momentum,
                      weight_decay=o.weight_decay, nesterov=o.nesterov)
 
 
 def build_scheduler(cfg: Config, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
-    """lr × ``gamma`` at each milestone epoch (150 and 250 in seed 003); stepped once per epoch."""
+    """lr × ``lr_decay`` at each milestone epoch (150 and 250 in Wang & Golebiowski 2024); stepped once per epoch."""
     s = cfg.schedule
-    return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(s.milestones), gamma=s.gamma)
+    return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(s.milestones), gamma=s.lr_decay)
 
 
 def make_loaders(cfg: Config, bundle: Any) -> tuple[Any, Any, Any]:

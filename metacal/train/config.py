@@ -1,28 +1,32 @@
 """The trainer's configuration schema (dataclasses checked by OmegaConf) and its YAML loader.
 
-A config file is YAML with the sections below. ``base: ../base.yaml`` (a path, or a list of paths,
-relative to the file) names files merged underneath it, so per-method files share one base per dataset.
-Mappings merge key by key; lists and scalars are replaced. Dotted overrides (``optim.lr=0.05``) are
-applied last. Every key is checked against the schema: an unknown key or a value of the wrong type
-raises :class:`ConfigError` naming the key (and the valid keys of its section). Free-form mappings
-(``loss.params``, ``model.options`` …) are handed to the component's constructor, which validates them.
+A config file is YAML (read by OmegaConf, so ``5e-4`` is a float) with the sections below.
+``base: ../base.yaml`` (a path, or a list of paths, relative to the file) names files merged underneath
+it, so per-method files share one base per dataset; a circular chain is refused. Everything merges with
+``OmegaConf.merge``: mappings key by key, lists and scalars replaced. Dotted overrides
+(``optim.lr=0.05``, ``OmegaConf.from_dotlist``) are applied last. Merging into the structured
+:class:`Config` checks every key and type; any failure is one :class:`ConfigError` line naming the key
+(for an unknown key also the valid keys of its section). Free-form mappings (``loss.params``,
+``model.options`` …) are handed to the component's constructor, which validates them.
 
-Defaults follow seed 003 §4 (REFERENCE.md §1): SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128,
-350 epochs, lr ×0.1 at epochs 150 and 250, selection by best validation error; meta-optimiser
+Defaults follow Wang & Golebiowski 2024 §4 (docs/conventions.md#data-splits): SGD lr 0.1, momentum 0.9, wd 5e-4, batch
+128, 350 epochs, lr ×0.1 at epochs 150 and 250, selection by best validation error; meta-optimiser
 Adam lr 1e-3 (Bohdal et al.'s meta-calibration code).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import yaml
-from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+from metacal.meta.learner import BACKENDS
 
 
 class ConfigError(ValueError):
@@ -85,7 +89,7 @@ class OptimConfig:
 class ScheduleConfig:
     epochs: int = 350
     milestones: List[int] = field(default_factory=lambda: [150, 250])
-    gamma: float = 0.1  # lr factor at each milestone (MultiStepLR)
+    lr_decay: float = 0.1  # lr factor at each milestone (MultiStepLR's gamma)
 
 
 @dataclass
@@ -130,7 +134,7 @@ class Config:
 
 
 CHOICES = {
-    "meta.backend": ("higher", "jvp", "head"),
+    "meta.backend": tuple(BACKENDS),
     "meta.learner": ("gamma_net", "loss"),
     "meta.optimizer": ("adam", "sgd"),
     "optim.name": ("sgd",),
@@ -139,120 +143,104 @@ CHOICES = {
 }
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``5e-4`` as a float (YAML 1.1 demands a dot: ``5.0e-4``)."""
+# Renamed keys (old → new) and renamed values of a key. Files and --set using an old spelling are refused
+# with a message naming the new one; a run's saved config is migrated (see upgrade_saved).
+RENAMED_KEYS = {"schedule.gamma": "schedule.lr_decay"}
+RENAMED_VALUES = {"loss.name": {"mmce": "ce_mmce"}}  # CE + λ·MMCE; the objective "mmce" keeps its name
+# The free-form meta.step_options became typed keys of the meta section (old option → new meta key).
+STEP_OPTIONS = {"ce_weight": "ce_weight", "meta_every": "every", "max_meta_grad_norm": "max_meta_grad_norm",
+                "max_grad_norm": "max_backbone_grad_norm"}
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
-    list("-+0123456789."),
-)
-
-
-def parse_value(text: str) -> Any:
-    """A YAML scalar/list from the command line: ``0.05`` → float, ``[150, 250]`` → list, ``dece`` → str."""
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError:
-        return text
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path) -> DictConfig:
+    """One file through OmegaConf's YAML loader (which also reads ``5e-4`` as a float)."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.load(path.read_text(), Loader=_Loader)
+        node = OmegaConf.load(path)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
+    except OSError as err:  # unreadable, or OmegaConf's "Invalid loaded object type" for a top-level scalar
+        raise ConfigError(f"{path}: {err.strerror or 'the top level must be a mapping of sections'}") from None
+    if not isinstance(node, DictConfig):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
-    return data
+    return node
 
 
-def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """Mappings merge key by key (``top`` wins); anything else in ``top`` replaces ``base``."""
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def load_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read a config file and the chain of ``base:`` files beneath it, merged into one dict."""
+def load_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> DictConfig:
+    """Read a config file and the chain of ``base:`` files beneath it, merged into one (unchecked) config."""
     path = Path(path).resolve()
     if path in _seen:
         raise ConfigError(f"{path}: circular 'base:' chain")
-    data = _read_yaml(path)
-    bases = data.pop("base", None)
+    node = _read_yaml(path)
+    bases = node.pop("base", None)
     if bases is None:
-        return data
-    merged: dict[str, Any] = {}
-    for base in [bases] if isinstance(bases, str) else list(bases):
-        merged = deep_merge(merged, load_file(path.parent / str(base), _seen + (path,)))
-    return deep_merge(merged, data)
+        return node
+    layers = [load_file(path.parent / str(base), _seen + (path,))
+              for base in ([bases] if isinstance(bases, str) else bases)]
+    return OmegaConf.merge(*layers, node)  # type: ignore[return-value]
 
 
-def overrides_to_dict(overrides: list[str]) -> dict[str, Any]:
-    """``["optim.lr=0.05", "meta.objective=dece"]`` → nested dict."""
-    out: dict[str, Any] = {}
+def _parse_overrides(overrides: list[str]) -> DictConfig:
+    """``["optim.lr=0.05", "meta.objective=dece"]`` → a config; values are YAML (``[100,200]``, ``null``)."""
+    layers = [OmegaConf.create()]
     for item in overrides:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key or any(not part for part in key.split(".")):
+        key, sep, _ = item.partition("=")
+        # OmegaConf would set a key without "=" to None, and take "optim..lr" as key "" in optim
+        if not sep or "" in key.strip().split("."):
             raise ConfigError(f"override {item!r} must look like section.key=value (e.g. optim.lr=0.05)")
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
-        node[parts[-1]] = parse_value(text)
-    return out
+        try:
+            layers.append(OmegaConf.from_dotlist([item]))
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override {item!r}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
+    return OmegaConf.merge(*layers)  # type: ignore[return-value]
 
 
-def _check_keys(data: Any, schema: type, prefix: str = "") -> None:
-    """Reject keys the schema does not have (free-form ``Dict`` fields accept anything)."""
-    if not isinstance(data, dict):
-        where = prefix.rstrip(".") or "the config"
-        raise ConfigError(f"'{where}' must be a mapping, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(schema)}
-    for key, value in data.items():
-        if key not in fields:
-            where = f"in {prefix.rstrip('.')}" if prefix else "at the top level"
-            raise ConfigError(
-                f"unknown config key '{prefix}{key}'; valid keys {where}: {', '.join(fields)}"
-            )
-        sub = fields[key].type
-        sub_cls = globals().get(sub) if isinstance(sub, str) else sub
-        if isinstance(sub_cls, type) and dataclasses.is_dataclass(sub_cls):
-            _check_keys(value, sub_cls, f"{prefix}{key}.")
+def _unknown_key(err: ConfigKeyError) -> str:
+    key = str(err.full_key)
+    if key in RENAMED_KEYS:
+        return f"config key '{key}' was renamed to '{RENAMED_KEYS[key]}'"
+    if key.startswith("meta.step_options"):
+        moved = ", ".join(f"{old} → meta.{new}" for old, new in STEP_OPTIONS.items())
+        return f"config key 'meta.step_options' was replaced by keys of the meta section: {moved}"
+    section = key.rpartition(".")[0]
+    valid = [f.name for f in dataclasses.fields(err.object_type)]
+    close = difflib.get_close_matches(str(err.key), valid, n=1)
+    hint = f" (did you mean '{section + '.' if section else ''}{close[0]}'?)" if close else ""
+    where = f"in {section}" if section else "at the top level"
+    return f"unknown config key '{key}'{hint}; valid keys {where}: {', '.join(valid)}"
 
 
 def _first_line(err: OmegaConfBaseException) -> str:
     return str(getattr(err, "msg", None) or err).splitlines()[0]
 
 
-def build_config(data: dict[str, Any]) -> Config:
-    """Validate a merged dict against the schema and return the typed :class:`Config`."""
-    _check_keys(data, Config)
+def _get(cfg: Config, key: str) -> Any:
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+def build_config(data: dict[str, Any] | DictConfig) -> Config:
+    """Validate a merged config against the schema and return the typed :class:`Config`."""
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(Config), data)
-        cfg: Config = OmegaConf.to_object(merged)  # type: ignore[assignment]
+        node = data if isinstance(data, DictConfig) else OmegaConf.create(data)
+        for section in (f.name for f in dataclasses.fields(Config)):
+            # OmegaConf's error for `optim: 3` names the section's type but not the key
+            if section in node and not isinstance(node[section], DictConfig):
+                raise ConfigError(f"config key '{section}' must be a mapping of its keys; got {node[section]!r}")
+        cfg: Config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), node))  # type: ignore
+    except ConfigKeyError as err:
+        raise ConfigError(_unknown_key(err)) from None
     except MissingMandatoryValue as err:
         raise ConfigError(f"missing required config key '{err.full_key}'") from None
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or "?"
         raise ConfigError(f"invalid value for config key '{key}': {_first_line(err)}") from None
+    for key, renamed in RENAMED_VALUES.items():
+        if (value := _get(cfg, key)) in renamed:
+            raise ConfigError(f"{key} '{value}' was renamed to '{renamed[value]}'")
     for key, valid in CHOICES.items():
-        section, name = key.split(".")
-        value = getattr(getattr(cfg, section), name)
-        if value not in valid:
+        if (value := _get(cfg, key)) not in valid:
             raise ConfigError(f"config key '{key}' must be one of {', '.join(valid)}; got {value!r}")
     if cfg.data.batch_size <= 0 or cfg.meta.batch_size <= 0 or cfg.data.eval_batch_size <= 0:
         raise ConfigError("batch sizes (data.batch_size, data.eval_batch_size, meta.batch_size) must be > 0")
@@ -264,16 +252,35 @@ def build_config(data: dict[str, Any]) -> Config:
     return cfg
 
 
+def upgrade_saved(data: dict[str, Any]) -> DictConfig:
+    """A config saved by an earlier version with renamed keys and values in their new spelling (``--resume``)."""
+    node = OmegaConf.create(data)
+    for old, new in RENAMED_KEYS.items():
+        section, _, name = old.rpartition(".")
+        parent = OmegaConf.select(node, section)
+        if isinstance(parent, DictConfig) and name in parent and OmegaConf.select(node, new) is None:
+            OmegaConf.update(node, new, parent.pop(name))
+    for key, renamed in RENAMED_VALUES.items():
+        value = OmegaConf.select(node, key)
+        if isinstance(value, str) and value in renamed:
+            OmegaConf.update(node, key, renamed[value])
+    meta = OmegaConf.select(node, "meta")
+    if isinstance(meta, DictConfig) and "step_options" in meta:
+        for old, value in (meta.pop("step_options") or {}).items():
+            meta[STEP_OPTIONS.get(old, old)] = value
+    return node
+
+
 def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[str, Any] | None = None) -> Config:
     """File (with its ``base:`` chain) + dotted overrides → validated :class:`Config`.
 
     ``base`` is a dict merged underneath the file (used by ``--resume`` with a run's saved config).
     """
-    data: dict[str, Any] = dict(base or {})
+    layers = [OmegaConf.create(base or {})]
     if path is not None:
-        data = deep_merge(data, load_file(path))
-    data = deep_merge(data, overrides_to_dict(list(overrides)))
-    return build_config(data)
+        layers.append(load_file(path))
+    layers.append(_parse_overrides(list(overrides)))
+    return build_config(OmegaConf.merge(*layers))  # type: ignore[arg-type]
 
 
 def to_yaml(cfg: Config) -> str:

@@ -44,7 +44,7 @@ def test_reduction_none_adds_batch_term_to_every_sample():
 
 
 @pytest.mark.parametrize("name, secondary, beta, primary",
-                         [("mmce", "mmce", 8.0, "ce"), ("mdca", "mdca", 1.0, "focal"),
+                         [("ce_mmce", "mmce", 8.0, "ce"), ("mdca", "mdca", 1.0, "focal"),
                           ("sbece", "sbece", 1.0, "ce"), ("avuc", "avuc", 1.0, "ce"),
                           ("savuc", "savuc", 1.0, "ce")])
 def test_presets_equal_primary_plus_beta_objective(name, secondary, beta, primary):

@@ -210,7 +210,7 @@ def test_divergence_with_mid_epoch_checkpoints_keeps_a_loadable_one(write_config
 
     from metacal.train.checkpoint import find_latest
 
-    config = write_config("ce", {**MLP, "schedule": {"epochs": 2, "milestones": [1], "gamma": 1e30},
+    config = write_config("ce", {**MLP, "schedule": {"epochs": 2, "milestones": [1], "lr_decay": 1e30},
                                  "run": {"checkpoint_every_steps": 1}})
     run_dir = tmp_path / "run"
     code, _, first = run_cli(["--config", config, "--run-dir", run_dir])

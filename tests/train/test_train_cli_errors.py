@@ -49,6 +49,6 @@ def test_script_exit_code_and_stderr(tmp_path):
                            "--set", "optim.momentm=0.5", "--run-dir", str(tmp_path / "run")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: unknown config key 'optim.momentm'; valid keys in optim: name, lr, "
-                                   "momentum, weight_decay, nesterov")
+    assert proc.stderr.strip() == ("error: unknown config key 'optim.momentm' (did you mean 'optim.momentum'?); "
+                                   "valid keys in optim: name, lr, momentum, weight_decay, nesterov")
     assert not (tmp_path / "run").exists()

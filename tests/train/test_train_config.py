@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from metacal.train.config import ConfigError, load_config, overrides_to_dict, parse_value, to_yaml
+from metacal.train.config import ConfigError, build_config, load_config, to_yaml, upgrade_saved
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -24,37 +24,69 @@ def write(path: Path, text: str) -> Path:
 def test_defaults_are_the_paper_recipe(tmp_path):
     cfg = load_config(write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n"))
     assert (cfg.optim.lr, cfg.optim.momentum, cfg.optim.weight_decay) == (0.1, 0.9, 5e-4)
-    assert (cfg.schedule.epochs, cfg.schedule.milestones, cfg.schedule.gamma) == (350, [150, 250], 0.1)
+    assert (cfg.schedule.epochs, cfg.schedule.milestones, cfg.schedule.lr_decay) == (350, [150, 250], 0.1)
     assert (cfg.data.batch_size, cfg.eval.select_by, cfg.eval.num_bins) == (128, "error", 15)
     assert cfg.meta.enabled is False and cfg.loss.name == "ce"
 
 
 def test_base_chain_merges_mappings_and_overrides_win(tmp_path):
-    write(tmp_path / "base.yaml", "data: {name: mnist1d, batch_size: 64}\nmodel: {name: mlp}\n"
-                                  "optim: {lr: 0.2}\nschedule: {milestones: [5, 8]}\n")
-    child = write(tmp_path / "sub" / "m.yaml", "base: ../base.yaml\nloss: {name: focal, params: {gamma: 2}}\n"
-                                               "schedule: {milestones: [3]}\n")
+    write(tmp_path / "base.yaml", "data: {name: mnist1d, batch_size: 64, options: {n: 5, noise: 0.1}}\n"
+                                  "model: {name: mlp}\noptim: {lr: 0.2}\nschedule: {milestones: [5, 8]}\n"
+                                  "loss: {name: focal, params: {gamma: 2, extra: {a: 1}}}\n")
+    child = write(tmp_path / "sub" / "m.yaml", "base: ../base.yaml\nloss: {params: {extra: {b: 2}}}\n"
+                                               "data: {options: {noise: 0.3}}\nschedule: {milestones: [3]}\n")
     cfg = load_config(child, ["optim.lr=0.05", "loss.params.gamma=3", "meta.objective=dece"])
     assert cfg.data.name == "mnist1d" and cfg.data.batch_size == 64  # from the base
+    assert cfg.data.options == {"n": 5, "noise": 0.3}  # free-form mappings merge key by key, too
+    assert cfg.loss.params == {"gamma": 3, "extra": {"a": 1, "b": 2}} and cfg.loss.name == "focal"
     assert cfg.schedule.milestones == [3]  # lists are replaced, not concatenated
-    assert cfg.optim.lr == 0.05 and cfg.loss.params == {"gamma": 3} and cfg.meta.objective == "dece"
+    assert cfg.optim.lr == 0.05 and cfg.meta.objective == "dece"
 
 
-def test_values_parse_like_yaml_including_bare_exponents():
-    assert parse_value("5e-4") == 5e-4 and isinstance(parse_value("5e-4"), float)
-    assert parse_value("[150, 250]") == [150, 250]
-    assert parse_value("true") is True and parse_value("dece") == "dece" and parse_value("3") == 3
-    assert overrides_to_dict(["a.b=1", "a.c.d=x"]) == {"a": {"b": 1, "c": {"d": "x"}}}
+def test_list_of_bases_later_wins(tmp_path):
+    write(tmp_path / "a.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\noptim: {lr: 0.2, momentum: 0.5}\n")
+    write(tmp_path / "b.yaml", "optim: {lr: 0.3}\nschedule: {milestones: [1, 2, 3]}\n")
+    cfg = load_config(write(tmp_path / "c.yaml", "base: [a.yaml, b.yaml]\nschedule: {epochs: 4}\n"))
+    assert (cfg.optim.lr, cfg.optim.momentum) == (0.3, 0.5)
+    assert (cfg.schedule.epochs, cfg.schedule.milestones) == (4, [1, 2, 3])
+
+
+def test_bare_exponent_floats_in_files_and_overrides(tmp_path):
+    """YAML 1.1 needs a dot (5.0e-4); OmegaConf's loader also reads 5e-4 as a float, in files and in --set."""
+    path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n"
+                                      "optim: {weight_decay: 5e-4}\nloss: {params: {eps: 1e-3}}\n")
+    cfg = load_config(path, ["optim.lr=5e-4", "meta.objective_params.h=2E-2"])
+    assert cfg.optim.weight_decay == 0.0005 and cfg.optim.lr == 0.0005
+    # free-form mappings keep the YAML type, so these must already be floats, not strings
+    assert cfg.loss.params["eps"] == 0.001 and isinstance(cfg.loss.params["eps"], float)
+    assert cfg.meta.objective_params["h"] == 0.02 and isinstance(cfg.meta.objective_params["h"], float)
+
+
+def test_override_values_are_yaml(tmp_path):
+    path = write(tmp_path / "c.yaml", "data: {name: mnist1d, root: /data}\nmodel: {name: mlp}\n")
+    cfg = load_config(path, ["schedule.milestones=[100,200]", "data.root=null", "meta.objective=dece",
+                             "run.cpu=true", "model.options.note=a=b", "loss.params.tag='3'", "data.seed=7"])
+    assert cfg.schedule.milestones == [100, 200] and cfg.data.root is None and cfg.meta.objective == "dece"
+    assert cfg.run.cpu is True and cfg.data.seed == 7
+    assert cfg.model.options == {"note": "a=b"} and cfg.loss.params == {"tag": "3"}
 
 
 @pytest.mark.parametrize("overrides, fragments", [
-    (["optim.lrr=0.1"], ["'optim.lrr'", "valid keys in optim: name, lr, momentum"]),
-    (["optimizer.lr=0.1"], ["'optimizer'", "top level", "data, model, loss, meta"]),
+    (["optim.lrr=0.1"], ["unknown config key 'optim.lrr' (did you mean 'optim.lr'?); "
+                         "valid keys in optim: name, lr, momentum, weight_decay, nesterov"]),
+    (["optimizer.lr=0.1"], ["unknown config key 'optimizer' (did you mean 'optim'?); valid keys at the top "
+                            "level: data, model, loss, meta, optim, schedule, eval, logging, run"]),
+    (["optim.zzz=1"], ["unknown config key 'optim.zzz'; valid keys in optim:"]),
+    (["optim=3"], ["config key 'optim' must be a mapping", "got 3"]),
     (["optim.lr=fast"], ["'optim.lr'", "fast"]),
     (["schedule.milestones=3"], ["'schedule.milestones'"]),
     (["meta.backend=autograd"], ["'meta.backend'", "higher, jvp, head"]),
     (["eval.select_by=acc"], ["'eval.select_by'", "error, nll, ece"]),
     (["optim.lr"], ["section.key=value"]),
+    (["data.root"], ["section.key=value"]),  # OmegaConf alone would set the Optional key to None
+    (["optim..lr=3"], ["section.key=value"]),  # OmegaConf alone would take key '' inside optim
+    (["=3"], ["section.key=value"]),
+    (["data.name=[oops"], ["override 'data.name=[oops': not valid YAML (did not find expected"]),
 ])
 def test_bad_keys_and_values_name_the_key(tmp_path, overrides, fragments):
     path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n")
@@ -71,8 +103,76 @@ def test_missing_required_and_missing_file(tmp_path):
         load_config(write(tmp_path / "c.yaml", "data: {name: mnist1d}\n"))
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.yaml")
-    with pytest.raises(ConfigError, match="circular"):
+    with pytest.raises(ConfigError, match="config file not found: .*gone.yaml"):
+        load_config(write(tmp_path / "child.yaml", "base: gone.yaml\n"))
+
+
+def test_circular_base_chains_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"loop.yaml: circular 'base:' chain"):
         load_config(write(tmp_path / "loop.yaml", "base: loop.yaml\n"))
+    write(tmp_path / "a.yaml", "base: sub/b.yaml\n")
+    write(tmp_path / "sub" / "b.yaml", "base: [../ok.yaml, ../a.yaml]\n")
+    write(tmp_path / "ok.yaml", "data: {name: mnist1d}\n")
+    with pytest.raises(ConfigError, match=r"a.yaml: circular 'base:' chain"):
+        load_config(tmp_path / "a.yaml")
+    # the same file twice in one list (a diamond, not a cycle) is fine
+    write(tmp_path / "m.yaml", "model: {name: mlp}\n")
+    cfg = load_config(write(tmp_path / "d.yaml", "base: [ok.yaml, m.yaml, ok.yaml]\n"))
+    assert (cfg.data.name, cfg.model.name) == ("mnist1d", "mlp")
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("data: [1\n", "not valid YAML"),
+    ("data: {name: a}\ndata: {name: b}\n", "not valid YAML (while constructing a mapping"),
+    ("- 1\n- 2\n", "the top level must be a mapping of sections"),
+    ("5\n", "the top level must be a mapping of sections"),
+    ("optim: [0.1]\n", "config key 'optim' must be a mapping"),
+    ("data: {name: mnist1d}\nmodel: {name: mlp}\nrun: {seed: 1.5}\n", "invalid value for config key 'run.seed'"),
+    ("data: {name: mnist1d}\nmodel: {name: mlp}\nloss: {params: 3}\n", "invalid value for config key 'loss.params'"),
+])
+def test_bad_files_are_one_line(tmp_path, text, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path / "c.yaml", text))
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+RENAMED = "config key 'schedule.gamma' was renamed to 'schedule.lr_decay'"
+
+
+def test_renamed_lr_decay_in_file_and_override(tmp_path):
+    ok = write(tmp_path / "ok.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nschedule: {lr_decay: 0.2}\n")
+    assert load_config(ok).schedule.lr_decay == 0.2
+    assert load_config(ok, ["schedule.lr_decay=0.5"]).schedule.lr_decay == 0.5
+    old = write(tmp_path / "old.yaml", "base: ok.yaml\nschedule: {gamma: 0.2}\n")
+    with pytest.raises(ConfigError, match=f"^{RENAMED}$"):
+        load_config(old)
+    with pytest.raises(ConfigError, match=f"^{RENAMED}$"):
+        load_config(ok, ["schedule.gamma=0.5"])
+    # loss parameters called gamma (focal loss) are not affected
+    assert load_config(ok, ["loss.name=focal", "loss.params.gamma=2"]).loss.params == {"gamma": 2}
+
+
+def test_renamed_ce_mmce_loss_in_file_and_override(tmp_path):
+    base = "data: {name: mnist1d}\nmodel: {name: mlp}\n"
+    assert load_config(write(tmp_path / "new.yaml", base + "loss: {name: ce_mmce}\n")).loss.name == "ce_mmce"
+    message = "^loss.name 'mmce' was renamed to 'ce_mmce'$"
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path / "old.yaml", base + "loss: {name: mmce, params: {beta: 0.5}}\n"))
+    with pytest.raises(ConfigError, match=message):
+        load_config(tmp_path / "new.yaml", ["loss.name=mmce"])
+    # the meta objective keeps its name
+    assert load_config(tmp_path / "new.yaml", ["meta.objective=mmce"]).meta.objective == "mmce"
+
+
+def test_saved_configs_of_earlier_runs_are_upgraded():
+    saved = {"data": {"name": "mnist1d"}, "model": {"name": "mlp"}, "loss": {"name": "mmce"},
+             "schedule": {"epochs": 3, "gamma": 0.2}}
+    cfg = build_config(upgrade_saved(saved))
+    assert (cfg.loss.name, cfg.schedule.lr_decay, cfg.schedule.epochs) == ("ce_mmce", 0.2, 3)
+    with pytest.raises(ConfigError, match=RENAMED):  # without the upgrade, the old key is refused
+        build_config(saved)
+    current = {**saved, "loss": {"name": "focal"}, "schedule": {"lr_decay": 0.3}}
+    assert build_config(upgrade_saved(current)).schedule.lr_decay == 0.3  # new spelling untouched
 
 
 def test_resolved_config_round_trips(tmp_path):

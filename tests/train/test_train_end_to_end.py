@@ -114,7 +114,7 @@ def test_existing_run_dir_needs_overwrite_and_nan_stops_with_step(write_config, 
     # epoch 1 is fine; the lr milestone multiplies lr by 1e30 for epoch 2, the loss overflows and the run
     # stops naming the step, with epoch 1's checkpoint left in place
     code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--overwrite", "--set", "schedule.epochs=2",
-                            "--set", "schedule.gamma=1e30"])
+                            "--set", "schedule.lr_decay=1e30"])
     assert code == 1, err
     assert "non-finite loss at epoch 2, step" in err and "last good checkpoint" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1

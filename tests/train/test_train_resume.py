@@ -50,3 +50,43 @@ def test_resume_matches_uninterrupted_run(method, write_config, run_cli, tmp_pat
 def test_resume_without_checkpoint_is_a_clean_error(run_cli, tmp_path):
     code, _, err = run_cli(["--run-dir", tmp_path / "empty", "--resume"])
     assert code == 2 and "cannot resume" in err and len(err.strip().splitlines()) == 1
+
+
+def _write_old_spelling(run_dir):
+    """Rewrite a run's saved configs as an earlier metacal wrote them (schedule.gamma, loss mmce)."""
+    import hashlib
+    import json
+
+    latest = (run_dir / "checkpoints" / "latest").resolve()
+    for path in (run_dir / "config.yaml", latest / "config.yaml"):
+        text = path.read_text()
+        assert "  lr_decay: 0.5\n" in text and "  name: ce_mmce\n" in text
+        text = text.replace("  lr_decay: 0.5\n", "  gamma: 0.5\n").replace("  name: ce_mmce\n", "  name: mmce\n")
+        path.write_text(text)
+    manifest = json.loads((latest / "MANIFEST.json").read_text())
+    data = (latest / "config.yaml").read_bytes()
+    manifest["files"]["config.yaml"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (latest / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
+def test_resume_of_a_run_saved_with_renamed_keys(write_config, run_cli, tmp_path):
+    """A checkpoint whose config says schedule.gamma / loss mmce resumes as lr_decay / ce_mmce, with its value."""
+    config = write_config("ce_mmce", {"loss": {"name": "ce_mmce", "params": {"beta": 0.5}},
+                                      "model": {"name": "mlp", "options": {"hidden": [16]}},
+                                      "schedule": {"epochs": 2, "milestones": [1], "lr_decay": 0.5},
+                                      "logging": {"tensorboard": False, "progress_bar": False}})
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert run_cli(["--config", config, "--run-dir", full])[0] == 0
+    assert run_cli(["--config", config, "--run-dir", part, "--set", "schedule.epochs=1"])[0] == 0
+    _write_old_spelling(part)
+    code, _, err = run_cli(["--run-dir", part, "--resume", "--set", "schedule.gamma=0.5"])
+    assert code == 2 and err.strip() == "error: config key 'schedule.gamma' was renamed to 'schedule.lr_decay'"
+    code, out, err = run_cli(["--run-dir", part, "--resume", "--set", "schedule.epochs=2"])
+    assert code == 0, err
+    assert "resumed from" in out
+    saved = (part / "config.yaml").read_text()
+    assert "  lr_decay: 0.5\n" in saved and "  name: ce_mmce\n" in saved
+    # epoch 2 ran at lr 0.1·0.5 like the uninterrupted run (the default 0.1 would give other weights)
+    sa, sb = final_state(full), final_state(part)
+    for name in sa:
+        torch.testing.assert_close(sa[name], sb[name], rtol=0, atol=1e-6)
