@@ -175,6 +175,22 @@ def test_saved_configs_of_earlier_runs_are_upgraded():
     assert build_config(upgrade_saved(current)).schedule.lr_decay == 0.3  # new spelling untouched
 
 
+def test_step_options_became_typed_meta_keys(tmp_path):
+    ok = write(tmp_path / "ok.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nmeta: {enabled: true, every: 2}\n")
+    cfg = load_config(ok, ["meta.max_backbone_grad_norm=1.0", "meta.ce_weight=0.5"])
+    assert (cfg.meta.every, cfg.meta.max_backbone_grad_norm, cfg.meta.ce_weight) == (2, 1.0, 0.5)
+    message = r"^config key 'meta.step_options' was replaced by keys of the meta section: .*meta_every → meta.every"
+    with pytest.raises(ConfigError, match=message):
+        load_config(ok, ["meta.step_options.meta_every=2"])
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path / "old.yaml", "base: ok.yaml\nmeta: {step_options: {ce_weight: 0.5}}\n"))
+    saved = {"data": {"name": "mnist1d"}, "model": {"name": "mlp"},
+             "meta": {"step_options": {"meta_every": 3, "max_grad_norm": 2.0}}}
+    cfg = build_config(upgrade_saved(saved))
+    assert (cfg.meta.every, cfg.meta.max_backbone_grad_norm, cfg.meta.max_meta_grad_norm) == (3, 2.0, None)
+    assert build_config(upgrade_saved({**saved, "meta": {"step_options": {}}})).meta.every == 1
+
+
 def test_resolved_config_round_trips(tmp_path):
     cfg = load_config(write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n"
                                                  "loss: {name: focal, params: {gamma: 2.0}}\n"))
