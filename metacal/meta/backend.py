@@ -36,6 +36,10 @@ class StepResult:
     loss: torch.Tensor  # mean inner loss of the train batch (0-dim)
     meta_objective: torch.Tensor | None = None  # J(θ') on the meta-val batch; None on a plain iteration
     gamma: torch.Tensor | None = None  # per-sample γ of the train batch (N,); None without a γ-Net
+    # diagnostics of a meta step (None otherwise): dJ/dγ_i of the one-step hypergradient (N,) — its sum is
+    # dJ/dδ for a global offset γ_i + δ, negative when the meta step asks for a larger γ — and ‖dJ/dφ‖
+    gamma_grad: torch.Tensor | None = None
+    meta_grad_norm: torch.Tensor | None = None
 
 
 @dataclass
@@ -164,8 +168,9 @@ def contract_hypergradient(
     logit_tangent: torch.Tensor | None,
     head_tangent: tuple[torch.Tensor, torch.Tensor | None],
     head_at_old: tuple[torch.Tensor, torch.Tensor | None],
-) -> None:
-    """∂/∂φ [Σ_i (∂L/∂z_i)·(J t)_i + (∂L/∂θ_head)·t_head], accumulated into the meta-parameters' .grad.
+) -> torch.Tensor | None:
+    """∂/∂φ [Σ_i (∂L/∂z_i)·(J t)_i + (∂L/∂θ_head)·t_head], accumulated into the meta-parameters' .grad;
+    returns dJ/dγ_i, the same contraction differentiated w.r.t. the per-sample γ (None without a γ-Net).
 
     Only φ receives gradients; z, θ_head are fresh detached leaves, so nothing reaches the backbone."""
     inner = ctx.inner
@@ -194,9 +199,16 @@ def contract_hypergradient(
                 terms.append((grads[2] * tb).sum())
         terms = [t for t in terms if t.requires_grad]
         if not terms:
-            return
-        hyper = torch.autograd.grad(sum(terms), meta_params, allow_unused=True)
-    for p, g in zip(meta_params, hyper):
-        if g is None:
-            continue
-        p.grad = g.detach() if p.grad is None else p.grad + g.detach()
+            return None
+        with_gamma = torch.is_tensor(real.meta) and real.meta.requires_grad
+        hyper = torch.autograd.grad(sum(terms), meta_params + ([real.meta] if with_gamma else []),
+                                    allow_unused=True)
+    accumulate_grads(meta_params, hyper[:len(meta_params)])
+    return hyper[-1].detach() if with_gamma else None
+
+
+def accumulate_grads(params: list[torch.Tensor], grads) -> None:
+    """``p.grad += g`` (or ``= g``) for every gradient that is not None."""
+    for p, g in zip(params, grads):
+        if g is not None:
+            p.grad = g.detach() if p.grad is None else p.grad + g.detach()

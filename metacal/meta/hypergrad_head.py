@@ -52,6 +52,6 @@ def head_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets)
         logit_tangent = real.features.to(tw.dtype) @ tw.t()
         if tb is not None:
             logit_tangent = logit_tangent + tb
-    contract_hypergradient(ctx, real, targets, logit_tangent, (tw, tb), (old_w, old_b))
+    gamma_grad = contract_hypergradient(ctx, real, targets, logit_tangent, (tw, tb), (old_w, old_b))
     gamma = real.meta.detach() if torch.is_tensor(real.meta) else None
-    return StepResult(real.loss, objective.detach(), gamma)
+    return StepResult(real.loss, objective.detach(), gamma, gamma_grad)

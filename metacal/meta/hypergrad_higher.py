@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from .backend import StepContext, StepResult
+from .backend import StepContext, StepResult, accumulate_grads
 from .sgd_lookahead import clip_factor
 
 
@@ -55,15 +55,14 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
             for p, q in zip(model.parameters(), fast):
                 p.copy_(q)
         _write_momentum(sgd, diffopt)
-        # (5) meta objective at θ' on the meta-val batch, differentiated w.r.t. φ only
+        # (5) meta objective at θ' on the meta-val batch, differentiated w.r.t. φ only (and γ, a diagnostic)
         objective = ctx.objective(fmodel(meta_inputs), meta_targets)
         meta_params = [p for p in ctx.inner.meta_parameters() if p.requires_grad]
-        hyper = torch.autograd.grad(objective, meta_params, allow_unused=True)
-    for p, g in zip(meta_params, hyper):
-        if g is not None:
-            p.grad = g.detach() if p.grad is None else p.grad + g.detach()
+        with_gamma = torch.is_tensor(meta) and meta.requires_grad
+        hyper = torch.autograd.grad(objective, meta_params + ([meta] if with_gamma else []), allow_unused=True)
+    accumulate_grads(meta_params, hyper[:len(meta_params)])
     gamma = meta.detach() if torch.is_tensor(meta) else None
-    return StepResult(loss.detach(), objective.detach(), gamma)
+    return StepResult(loss.detach(), objective.detach(), gamma, hyper[-1].detach() if with_gamma else None)
 
 
 def _clip(grads, max_norm):

@@ -87,8 +87,8 @@ def jvp_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) 
     wn, bn = ctx.head_names
     zero = lambda n: tangents[n] if n in tangents else torch.zeros_like(real.old_params[n])  # noqa: E731
     head_tangent = (zero(wn), zero(bn) if bn is not None else None)
-    contract_hypergradient(
+    gamma_grad = contract_hypergradient(
         ctx, real, targets, logit_tangent, head_tangent, head_params(ctx, real.old_params)
     )
     gamma = real.meta.detach() if torch.is_tensor(real.meta) else None
-    return StepResult(real.loss, objective.detach(), gamma)
+    return StepResult(real.loss, objective.detach(), gamma, gamma_grad)

@@ -189,6 +189,7 @@ class MetaLearner:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         self.average([p.grad for p in self.meta_parameters])
+        out.meta_grad_norm = torch.linalg.vector_norm(torch.cat([p.grad.reshape(-1) for p in self.meta_parameters]))
         if self.max_meta_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.meta_parameters, self.max_meta_grad_norm)
         self.meta_optimizer.step()

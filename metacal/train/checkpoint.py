@@ -86,17 +86,21 @@ class EpochProgress:
     meta_count: int = 0
     gammas: list[torch.Tensor] = field(default_factory=list)
     elapsed: float = 0.0  # seconds spent in this epoch before a resume
+    # meta-step diagnostics, one value per meta step: dJ/dδ (global γ offset) and ‖dJ/dφ‖
+    offset_grads: list[float] = field(default_factory=list)
+    meta_grad_norms: list[float] = field(default_factory=list)
 
     def to_dict(self, elapsed: float) -> dict[str, Any]:
         gammas = torch.cat(self.gammas) if self.gammas else torch.empty(0)
         return {"loss_sum": self.loss_sum, "meta_sum": self.meta_sum, "count": self.count,
-                "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed}
+                "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed,
+                "offset_grads": list(self.offset_grads), "meta_grad_norms": list(self.meta_grad_norms)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
         gammas = [d["gammas"]] if d["gammas"].numel() else []
         return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
-                   float(d["elapsed"]))
+                   float(d["elapsed"]), list(d.get("offset_grads", [])), list(d.get("meta_grad_norms", [])))
 
 
 def checkpoint_name(state: TrainState) -> str:

@@ -31,6 +31,8 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 
 from . import preemption
+from metacal.meta import StepResult
+
 from .checkpoint import EpochProgress
 from .config import Config
 from .evaluation import predict, selection_score, summarize
@@ -87,12 +89,9 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
         out = run.stepper.step(inputs, targets)
         check_finite(accelerator, {"loss": out.loss, "meta_objective": out.meta_objective, "gamma": out.gamma},
                      where)
-        if out.meta_objective is not None:
-            acc.meta_sum, acc.meta_count = acc.meta_sum + float(out.meta_objective), acc.meta_count + 1
-        if out.gamma is not None:
-            acc.gammas.append(out.gamma.float().cpu().reshape(-1))
-        acc.loss_sum, acc.count = acc.loss_sum + float(out.loss), acc.count + 1
+        _accumulate(acc, out)
         state.global_step += 1
+        run.tb.step_scalars(out, state.global_step)
         state.step_in_epoch = step + 1
         bar.update(1)
         bar.set_postfix(loss=f"{acc.loss_sum / acc.count:.4f}")
@@ -112,7 +111,13 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
         train_m["meta_objective"] = _mean_over_processes(accelerator, acc.meta_sum / acc.meta_count)
     epoch_gamma = _gather_gamma(accelerator, acc.gammas)  # γ of every training sample of the epoch
     if epoch_gamma is not None:
-        train_m.update(gamma_mean=float(epoch_gamma.mean()), gamma_std=float(epoch_gamma.std(unbiased=False)))
+        train_m.update(gamma_mean=float(epoch_gamma.mean()), gamma_std=float(epoch_gamma.std(unbiased=False)),
+                       gamma_max=float(epoch_gamma.max()))
+    if acc.offset_grads:  # the meta step's "raise γ?" signal: dJ/dδ < 0 asks for a larger global γ
+        offsets = torch.tensor(acc.offset_grads)
+        train_m.update(meta_dgamma=_mean_over_processes(accelerator, float(offsets.mean())),
+                       raise_gamma_frac=_mean_over_processes(accelerator, float((offsets < 0).double().mean())),
+                       meta_grad_norm=_mean_over_processes(accelerator, float(torch.tensor(acc.meta_grad_norms).mean())))
     return t0, train_m, epoch_gamma
 
 
@@ -156,6 +161,19 @@ def evaluate_epoch(run: Run, epoch: int, t0: float, train_m: dict[str, float],
     if preemption.stop_requested(accelerator):
         tb.close()
         raise run.preempted(f"epoch {epoch + 1}", saved)
+
+
+def _accumulate(acc: EpochProgress, out: StepResult) -> None:
+    """Add one iteration's report to the epoch's running sums (γ per sample, meta-step diagnostics)."""
+    acc.loss_sum, acc.count = acc.loss_sum + float(out.loss), acc.count + 1
+    if out.meta_objective is not None:
+        acc.meta_sum, acc.meta_count = acc.meta_sum + float(out.meta_objective), acc.meta_count + 1
+    if out.gamma is not None:
+        acc.gammas.append(out.gamma.float().cpu().reshape(-1))
+    if out.gamma_grad is not None:
+        acc.offset_grads.append(float(out.gamma_grad.sum()))
+    if out.meta_grad_norm is not None:
+        acc.meta_grad_norms.append(float(out.meta_grad_norm))
 
 
 def _mean_over_processes(accelerator: Accelerator, value: float) -> float:

@@ -3,7 +3,10 @@
 Tags (per epoch): ``train/loss``, ``train/lr``, ``train/meta_objective``, ``train/gamma_hist``,
 ``train/gamma_mean``, ``{val,test}/{error,nll,ece,mce,ace,…}``, ``{val,test}/gamma_mean`` and
 ``{val,test}/gamma_std`` (Wang & Golebiowski 2024, Fig. 3c–d: γ the γ-Net predicts for held-out samples),
-``test/reliability`` (image), and the hparams summary with the final metrics.
+``test/reliability`` (image), and the hparams summary with the final metrics. Per meta step (this
+process's batch): ``step/meta_objective``, ``step/gamma_mean``, ``step/gamma_max``,
+``step/dJ_dgamma_offset`` (dJ/dδ for a global offset γ_i + δ: negative = the step asks for a larger γ)
+and ``step/meta_grad_norm`` (‖dJ/dφ‖ before clipping); per epoch also ``train/raise_gamma_frac``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,19 @@ class TBLogger:
                 continue
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.writer.add_scalar(f"{prefix}/{key}", float(value), step)
+
+    def step_scalars(self, out: Any, step: int) -> None:
+        """The meta-step diagnostics of one iteration's :class:`metacal.meta.StepResult` (none on plain steps)."""
+        if self.writer is None or out.meta_objective is None:
+            return
+        values = {"meta_objective": out.meta_objective}
+        if out.gamma is not None:
+            values.update(gamma_mean=out.gamma.mean(), gamma_max=out.gamma.max())
+        if out.gamma_grad is not None:
+            values["dJ_dgamma_offset"] = out.gamma_grad.sum()
+        if out.meta_grad_norm is not None:
+            values["meta_grad_norm"] = out.meta_grad_norm
+        self.scalars("step", {k: float(v) for k, v in values.items()}, step)
 
     def histogram(self, tag: str, values: torch.Tensor, step: int) -> None:
         if self.writer is not None and values.numel() > 0:

@@ -70,3 +70,25 @@ def test_hypergradient_matches_finite_difference_sece():
     fd = directional_fd(model, opt, meta, data, sece, u, eps=1e-7)  # SECE's t_a = 100 soft rank: small ε
     hyper = run_backend("jvp", model, opt, meta, data, sece)[0]
     assert float(hyper @ torch.cat([d.reshape(-1) for d in u])) == pytest.approx(fd, rel=1e-6)
+
+
+@pytest.mark.parametrize("config", ["momentum_first", "nesterov_buffer"])
+@pytest.mark.parametrize("kind", ["mlp_bn", "cnn_bn"])
+def test_gamma_offset_diagnostic_matches_finite_difference(config, kind):
+    """StepResult.gamma_grad sums to dJ/dδ for a global offset γ_i + δ (the meta step's "raise γ?" signal)."""
+    sgd, warm = CONFIGS[config]
+    model, opt = sgd_state(kind, warm=warm, **sgd)
+    meta = make_meta(model, torch.float64, "focal")
+    data = batches(kind)
+    gamma_net, eps = meta["gamma_net"], 1e-5
+
+    def value(delta):
+        return objective_at_updated(model, opt, lambda f: gamma_net(f) + delta, data, ce)
+
+    fd = float((value(eps) - value(-eps)) / (2 * eps))
+    assert abs(fd) > 1e-6
+    for backend in ("jvp", "higher"):
+        out = run_backend(backend, model, opt, meta, data, ce)[3]
+        assert out.gamma_grad.shape == (data[0].shape[0],)
+        assert float(out.gamma_grad.sum()) == pytest.approx(fd, rel=1e-6), backend
+        assert float(out.meta_grad_norm) > 0

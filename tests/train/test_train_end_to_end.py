@@ -102,6 +102,17 @@ def test_flgamma_sece_each_backend_logs_gamma_and_ece(backend, write_config, run
     # the logged test γ mean of the selected epoch is the one in metrics.json
     logged = {s.step: s.value for s in events.Scalars("test/gamma_mean")}
     assert logged[metrics["epoch"]] == pytest.approx(metrics["test"]["gamma_mean"], rel=1e-5)
+    # meta-step diagnostics: one point per iteration (2 epochs × 10), and per epoch the share of steps whose
+    # hypergradient asked for a larger γ (dJ/dδ < 0), which is what the per-step values say
+    offsets = [s.value for s in events.Scalars("step/dJ_dgamma_offset")]
+    assert [s.step for s in events.Scalars("step/dJ_dgamma_offset")] == list(range(1, 21))
+    assert [s.step for s in events.Scalars("step/meta_grad_norm")] == list(range(1, 21))
+    history = json.loads((run_dir / "history.json").read_text())
+    for epoch, entry in enumerate(history):
+        share = sum(v < 0 for v in offsets[10 * epoch:10 * epoch + 10]) / 10
+        assert entry["train"]["raise_gamma_frac"] == pytest.approx(share)
+        assert entry["train"]["meta_dgamma"] == pytest.approx(sum(offsets[10 * epoch:10 * epoch + 10]) / 10, rel=1e-5)
+        assert entry["train"]["gamma_max"] >= entry["train"]["gamma_mean"]
 
 
 @pytest.mark.slow
