@@ -1,4 +1,5 @@
-"""``python scripts/ablate.py NAME [--quick] [--out DIR] [--work DIR] [--seed S] [--runs DIR ...]``.
+"""``python scripts/ablate.py NAME [--quick] [--out DIR] [--work DIR] [--seed S] [--runs DIR ...]``
+(gamma_oracle also takes ``[--regime R] [--seeds N]``).
 
 Bad input (unknown study, missing run directory, bad config) → one line on stderr and exit code 2.
 """
@@ -26,6 +27,11 @@ def parser(names: list[str]) -> argparse.ArgumentParser:
         s.add_argument("--work", type=Path, default=None,
                        help="where the study's training runs go (default runs/ablations/<name>, or <out>/_runs)")
         s.add_argument("--seed", type=int, default=0)
+        if name == "gamma_oracle":
+            s.add_argument("--regime", default=None,
+                           help="configs/<regime> to train (default mnist1d_overconfident; or fashion_mnist_overconfident)")
+            s.add_argument("--seeds", type=int, default=None, dest="num_seeds",
+                           help="number of seeds, from --seed on (default 3; 2 with --quick)")
         if name == "bins":
             s.add_argument("--runs", type=Path, nargs="+", default=None,
                            help="existing run directories (with predictions/test.npz) instead of training")
@@ -42,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or (out / "_runs" / args.study if args.quick else Path("runs/ablations") / args.study)
     command = "python scripts/ablate.py " + " ".join(shlex.quote(a) for a in argv)
     opts = StudyOptions(quick=args.quick, out=out, work=work, command=command, seed=args.seed,
-                        runs=getattr(args, "runs", None))
+                        runs=getattr(args, "runs", None), regime=getattr(args, "regime", None),
+                        num_seeds=getattr(args, "num_seeds", None))
     t0 = time.time()
     try:
         result = STUDIES.get(args.study)(opts)

@@ -38,11 +38,13 @@ class Setting:
     epochs: int
     config_dir: str = "fashion_mnist"
     seed: int = 0
+    milestones: tuple[int, ...] | None = None  # None: one lr drop ×0.1 two thirds into training
 
     def all_overrides(self) -> list[str]:
-        first = max(1, (self.epochs * 2) // 3)  # one lr drop ×0.1 two thirds into training
+        drops = self.milestones if self.milestones is not None else (max(1, (self.epochs * 2) // 3),)
         return list(COMMON_OVERRIDES) + list(self.overrides) + [
-            f"schedule.epochs={self.epochs}", f"schedule.milestones=[{first}]", f"run.seed={self.seed}"]
+            f"schedule.epochs={self.epochs}", f"schedule.milestones=[{', '.join(str(m) for m in drops)}]",
+            f"run.seed={self.seed}"]
 
 
 def gaussian_mixture_setting(n_train: int, n_test: int, epochs: int, hidden: Sequence[int] = (64, 64),

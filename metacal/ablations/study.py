@@ -22,6 +22,8 @@ class StudyOptions:
     command: str  # the command line that regenerates the page (printed on it)
     seed: int = 0
     runs: Sequence[Path] | None = None  # bins: existing run directories instead of training
+    regime: str | None = None  # gamma_oracle: the configs/<regime> directory (None: the study's default)
+    num_seeds: int | None = None  # gamma_oracle: seeds seed, seed + 1, … (None: the study's default)
 
 
 def train_all(opts: StudyOptions, setting: Setting, variants: Sequence[Variant]) -> list[TrainedRun]:

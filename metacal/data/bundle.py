@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import torch
@@ -69,3 +69,22 @@ class DataBundle:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes().items())
         return (f"DataBundle({self.name!r}, {sizes}, num_classes={self.num_classes}, "
                 f"input_shape={self.input_shape})")
+
+
+def subset_train(bundle: DataBundle, size: int, seed: int) -> DataBundle:
+    """The bundle with its train split cut to ``size`` samples; val, meta-val and test are unchanged.
+
+    The kept samples are the first ``size`` of ``torch.randperm(len(train))`` under a CPU generator seeded
+    by ``seed`` (sorted ascending), so a smaller subset is contained in a larger one with the same seed.
+    """
+    n = len(bundle.train)
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= n:
+        raise ValueError(f"train_subset must be an integer in [1, {n}] (the train split's size), got {size!r}")
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    keep = perm[:size].sort().values
+    train = bundle.train
+    if isinstance(train, DataSubset):  # stay one level deep: index the underlying dataset directly
+        subset = DataSubset(train.dataset, train.index[keep])
+    else:
+        subset = DataSubset(train, keep)
+    return replace(bundle, train=subset, info={**bundle.info, "train_subset": size})

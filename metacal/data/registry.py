@@ -7,20 +7,27 @@ from typing import Any
 
 from metacal.registry import Registry
 
-from .bundle import DataBundle
+from .bundle import DataBundle, subset_train
 
 DATASETS: Registry[DataBundle] = Registry("dataset")
 
 
-def build(name: str, root=None, seed: int = 0, **options: Any) -> DataBundle:
-    """Build a registered dataset. Unknown names raise ``UnknownNameError``; unknown options ValueError."""
+def build(name: str, root=None, seed: int = 0, train_subset: int | None = None, **options: Any) -> DataBundle:
+    """Build a registered dataset. Unknown names raise ``UnknownNameError``; unknown options ValueError.
+
+    ``train_subset=N`` (every dataset) keeps a seeded N-sample subset of the train split, drawn after the
+    8:1:1 split with the split's seed, so val / meta-val / test stay the same (:func:`subset_train`).
+    """
     builder = DATASETS.get(name)
     accepted = [p for p in inspect.signature(builder).parameters if p not in ("root", "seed")]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(f"dataset {name!r} has no option(s) {', '.join(unknown)}; "
-                         f"valid options: {', '.join(accepted)}")
-    return builder(root=root, seed=seed, **options)
+                         f"valid options: {', '.join(accepted + ['train_subset'])}")
+    bundle = builder(root=root, seed=seed, **options)
+    if train_subset is None:
+        return bundle
+    return subset_train(bundle, train_subset, bundle.info.get("split_seed", seed))
 
 
 def available() -> list[str]:

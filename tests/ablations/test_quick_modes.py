@@ -8,9 +8,10 @@ import pytest
 
 from metacal.ablations.cli import main
 
-STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "shift", "grad_weighting"]
+STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "shift", "grad_weighting",
+           "gamma_oracle"]
 TEXT = {"method", "variant", "model", "estimator", "loss", "corruption", "label", "gamma_output", "meta_objective",
-        "meta_backend"}
+        "meta_backend", "chosen"}
 FRACTION_PREFIXES = ("error", "ece", "mce", "sece", "smece", "tce", "per_sample_bound", "mean_conf")
 
 
@@ -83,3 +84,24 @@ def test_quick_mode(study, tmp_path, capsys):
     elif study == "grad_weighting":
         bsce = [r for r in main_rows if r["loss"] == "BSCE-GRA"]
         assert bsce and all(float(r["r_gradnorm_brier"]) > 0.9 for r in bsce)
+    elif study == "gamma_oracle":
+        summary = main_rows
+        assert [r["variant"] for r in summary] == ["focal γ = 0", "focal γ = 2", "focal γ = 5",
+                                                   "FLγ-SECE (shipped config)"]
+        assert all(r["seeds"] == "2" for r in summary)
+        runs = csvs["gamma_oracle_runs"]
+        assert len(runs) == 4 * 2 and {r["seed"] for r in runs} == {"0", "1"}
+        for r in summary:  # the summary is the mean and sample std of the two seeds' runs
+            vals = [float(x["ece_val"]) for x in runs if x["variant"] == r["variant"]]
+            assert float(r["ece_val"]) == pytest.approx(sum(vals) / 2)
+            assert float(r["ece_val_std"]) == pytest.approx(abs(vals[0] - vals[1]) / math.sqrt(2))
+        grid = [r for r in summary if r["gamma"] != ""]
+        chosen = [r for r in summary if r["chosen"]]
+        assert len(chosen) == 1 and chosen[0] is min(grid, key=lambda r: float(r["ece_val"]))
+        meta = summary[-1]
+        assert meta["gamma"] == "" and float(meta["gamma_peak"]) >= float(meta["gamma_last"]) >= 0
+        traj = csvs["gamma_oracle_trajectory"]
+        assert [int(r["epoch"]) for r in traj] == [1, 2, 3]
+        assert all(float(r["gamma_mean_lo"]) <= float(r["gamma_mean"]) <= float(r["gamma_mean_hi"]) for r in traj)
+        text = (tmp_path / "gamma_oracle.md").read_text()
+        assert "Regime: CE (focal γ = 0, the same loss) is" in text and "chosen on mean VALIDATION ECE" in text
