@@ -5,7 +5,7 @@ The file holds ``labels`` (N integers in [0, K)) and either ``logits`` (N×K) or
 ``gamma`` (N,) holds the per-sample focal-loss γ that a γ-Net predicted for each sample. :meth:`Predictions.save`
 writes ``logits`` as float32 (or ``probs`` as float64), ``labels`` as int64 and ``gamma`` as float32 with
 ``np.savez`` (uncompressed), atomically. The trainer, ``python -m metacal.evaluate``, ``metacal.report`` and
-``metacal.ablations`` all read it with :func:`load_predictions`.
+``metacal.experiments.ablations`` all read it with :func:`load_predictions`.
 """
 
 from __future__ import annotations

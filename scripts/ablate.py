@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Run one ablation study and write its page (Markdown + CSV + figures); see metacal/ablations/cli.py.
+"""Run one ablation study and write its page (Markdown + CSV + figures); see metacal/experiments/ablations/cli.py.
 
     python scripts/ablate.py bins --quick --out /tmp/abl
     python scripts/ablate.py ground_truth                  # full mode → docs/ablations/ground_truth.md
@@ -7,7 +7,7 @@
 
 import sys
 
-from metacal.ablations.cli import main
+from metacal.experiments.ablations.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

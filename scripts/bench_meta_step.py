@@ -4,7 +4,7 @@
         [--model small_resnet] [--classes 10] [--size 28] [--objective sece] [--threads N]
         [--memory rss|saved] [--malloc retain|glibc] [--json] [--output docs/performance.md | --no-write]
 
-All methods (metacal.benchmark.meta_step) run in ONE process, interleaved: every round times one step
+All methods (metacal.experiments.benchmark.meta_step) run in ONE process, interleaved: every round times one step
 of each method in a rotated order; seconds per step are medians over rounds, and each ratio is the median
 over rounds of the ratio within a round (the machine may be shared: paired ratios cancel its drifts).
 Each method trains its own copy of the same initial model (SGD lr 0.1, momentum 0.9, wd 5e-4; γ-Net;
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import torch
 
-from metacal.benchmark.memory import minor_faults, rss_available
-from metacal.benchmark.meta_step import (
+from metacal.experiments.benchmark.memory import minor_faults, rss_available
+from metacal.experiments.benchmark.meta_step import (
     BACKENDS,
     COMPARISON_ROWS,
     Method,

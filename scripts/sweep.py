@@ -23,8 +23,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from metacal.report.sweep_plan import (SWEEP_COMMAND_FILE, default_train_cmd, execute_plan, format_plan,
-                                       plan_sweep, split_shared_bases)
+from metacal.experiments.sweep_plan import (default_train_cmd, execute_plan, format_plan, plan_sweep,
+                                             split_shared_bases)
+from metacal.report.runs import SWEEP_COMMAND_FILE
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

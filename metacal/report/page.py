@@ -17,8 +17,7 @@ from metacal.report import figures
 from metacal.report.aggregate import MethodRow, aggregate
 from metacal.report.claim import claim_markdown
 from metacal.report.machine import machine_markdown
-from metacal.report.runs import Run, config_get, find_runs
-from metacal.report.sweep_plan import SWEEP_COMMAND_FILE
+from metacal.report.runs import SWEEP_COMMAND_FILE, Run, config_get, find_runs
 from metacal.report.tables import csv_table, markdown_table
 
 BIN_COUNTS = (10, 20, 50, 100, 200, 500, 1000)

@@ -23,6 +23,8 @@ from metacal.predictions import Predictions, load_predictions
 RUN_MARKERS = ("config.yaml", "metrics.json", "history.jsonl", "history.json", "predictions", "checkpoints", "DONE")
 _SEED_DIR = re.compile(r"^seed(\d+)$")
 
+SWEEP_COMMAND_FILE = "sweep_command.txt"  # written by scripts/sweep.py into its --out, read by the report
+
 
 def is_finished(run_dir: str | Path) -> bool:
     """A run is finished when ``DONE`` exists or metrics.json has ``"finished": true``."""

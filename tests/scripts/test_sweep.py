@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metacal.report.sweep_plan import build_command, plan_sweep
+from metacal.experiments.sweep_plan import build_command, plan_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -168,7 +168,7 @@ def test_sweep_bad_input_is_one_line_exit_2(grid, capsys):
 def test_shared_base_configs_are_not_methods(tmp_path, capsys):
     """``--configs configs/<dataset>/*.yaml`` also matches base.yaml; a file another listed config names
     under ``base:`` is skipped (both the string and the list form of ``base:``)."""
-    from metacal.report.sweep_plan import split_shared_bases
+    from metacal.experiments.sweep_plan import split_shared_bases
 
     d = tmp_path / "configs" / "data"
     (tmp_path / "configs" / "methods").mkdir(parents=True)

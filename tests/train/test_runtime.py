@@ -44,7 +44,7 @@ def test_retain_freed_memory_stops_page_faults_of_reallocation():
 
     code = textwrap.dedent("""
         import sys, torch
-        from metacal.benchmark.memory import minor_faults
+        from metacal.experiments.benchmark.memory import minor_faults
         from metacal.train.runtime import retain_freed_memory
         if sys.argv[1] == "retain":
             assert retain_freed_memory()

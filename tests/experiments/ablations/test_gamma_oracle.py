@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from metacal.ablations import gamma_oracle as go
-from metacal.ablations.cli import main
+from metacal.experiments.ablations import gamma_oracle as go
+from metacal.experiments.ablations.cli import main
 from metacal.train import load_config
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def row(variant, gamma, seed, ece_val, ece_test=0.1, temperature=1.5, last=None, peak=None):

@@ -1,4 +1,4 @@
-"""metacal.benchmark.memory: the saved-tensor meter counts each storage once and releases it with the graph;
+"""metacal.experiments.benchmark.memory: the saved-tensor meter counts each storage once and releases it with the graph;
 the RSS high-water mark rises by what a step allocates."""
 
 import gc
@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import torch
 
-from metacal.benchmark.memory import SavedTensorMeter, rss_available, rss_mb
+from metacal.experiments.benchmark.memory import SavedTensorMeter, rss_available, rss_mb
 
 
 def test_saved_tensor_meter_counts_storages_once_and_releases_them():
@@ -46,7 +46,7 @@ def test_rss_high_water_mark_sees_a_large_allocation():
     equals the current RSS, and touching a 64 MiB array raises it by at least 60 MiB."""
     code = textwrap.dedent("""
         import numpy as np
-        from metacal.benchmark.memory import reset_rss_peak, rss_mb
+        from metacal.experiments.benchmark.memory import reset_rss_peak, rss_mb
         base = reset_rss_peak()
         at_reset = rss_mb("VmHWM:") - base
         block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched

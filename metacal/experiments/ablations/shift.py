@@ -89,7 +89,7 @@ def run(opts: StudyOptions):
                                                  Column("severity", "severity")] + metric_cols)
     intro = [f"Methods (configs/fashion_mnist method files) trained on {setting.label}; model after the last epoch. "
              f"Test set: {'the first ' + str(n_test) if n_test else 'all ' + str(len(labels))} Fashion-MNIST test "
-             "images, corrupted on the fly (metacal/ablations/corruptions.py) in pixel space [0, 1] before the "
+             "images, corrupted on the fly (metacal/experiments/ablations/corruptions.py) in pixel space [0, 1] before the "
              "dataset's normalisation. TS: one temperature per model fitted by NLL on the clean validation split. "
              "ECE = 15-bin equal-width."]
     sections = [Section("Mean over the five corruptions, per severity", tables=[summary_t],

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from metacal.ablations.cli import main
+from metacal.experiments.ablations.cli import main
 
 STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "shift", "grad_weighting",
            "gamma_oracle"]

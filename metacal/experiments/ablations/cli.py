@@ -39,7 +39,7 @@ def parser(names: list[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from metacal.ablations import STUDIES, StudyOptions
+    from metacal.experiments.ablations import STUDIES, StudyOptions
     from metacal.registry import UnknownNameError
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -19,10 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from metacal.report.runs import has_checkpoints, is_finished
+from metacal.report.runs import SWEEP_COMMAND_FILE, has_checkpoints, is_finished
 
 ACTIONS = ("skip", "resume", "restart", "start")
-SWEEP_COMMAND_FILE = "sweep_command.txt"  # written by scripts/sweep.py into its --out, read by the report
 
 
 @dataclass
