@@ -58,3 +58,25 @@ class Loss(nn.Module):
 
     def meta_parameters(self) -> list[nn.Parameter]:
         return []
+
+
+class WrapsPrimary(Loss):
+    """A loss built around ``self.primary`` (mixup, primary + secondary): the trainer hooks, the
+    meta-parameters and ``per_sample_gamma`` are the primary's."""
+
+    primary: Loss
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        self.primary.set_epoch(epoch)
+
+    @torch.no_grad()
+    def update_from_validation(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        self.primary.update_from_validation(logits, targets)
+
+    def meta_parameters(self) -> list[nn.Parameter]:
+        return self.primary.meta_parameters()
+
+    @property
+    def per_sample_gamma(self) -> bool:  # type: ignore[override]
+        return self.primary.per_sample_gamma

@@ -17,12 +17,12 @@ from typing import Any
 import torch
 from scipy.special import betaincinv
 
-from .base import Loss
+from .base import WrapsPrimary
 from .registry import LOSSES
 
 
 @LOSSES.register("mixup")
-class Mixup(Loss):
+class Mixup(WrapsPrimary):
     """λ·PL(y) + (1 − λ)·PL(y_π) on mixed inputs; α = 1 (Wang & Golebiowski 2024), primary "ce" by default."""
 
     def __init__(
@@ -75,20 +75,7 @@ class Mixup(Loss):
             logits, targets_b, **extra
         )
 
-    def set_epoch(self, epoch: int) -> None:
-        super().set_epoch(epoch)
-        self.primary.set_epoch(epoch)
 
-    @torch.no_grad()
-    def update_from_validation(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        self.primary.update_from_validation(logits, targets)
-
-    def meta_parameters(self):
-        return self.primary.meta_parameters()
-
-    @property
-    def per_sample_gamma(self) -> bool:  # type: ignore[override]
-        return self.primary.per_sample_gamma
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"generator_state": self.generator.get_state()}

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .base import Loss, reduce
+from .base import WrapsPrimary, reduce
 from .registry import LOSSES
 
 
@@ -28,7 +28,7 @@ def _build_objective(name: str, params: dict[str, Any]) -> torch.nn.Module:
 
 
 @LOSSES.register("primary_plus_secondary")
-class PrimaryPlusSecondary(Loss):
+class PrimaryPlusSecondary(WrapsPrimary):
     """ℓ_i = PL_i + w(e)·SL(batch), w(e) = β·1[e ≥ warmup_epochs] (Karandikar et al. 2021, §5; the calibration survey's switching).
 
     ``primary``/``primary_params``: a registered loss name and its parameters (its extra call-time
@@ -64,23 +64,10 @@ class PrimaryPlusSecondary(Loss):
         """β once ``epoch >= warmup_epochs``, else 0."""
         return self.beta if self.epoch >= self.warmup_epochs else 0.0
 
-    def set_epoch(self, epoch: int) -> None:
-        super().set_epoch(epoch)
-        self.primary.set_epoch(epoch)
 
     def prepare_batch(self, inputs, targets):
         return self.primary.prepare_batch(inputs, targets)
 
-    @torch.no_grad()
-    def update_from_validation(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        self.primary.update_from_validation(logits, targets)
-
-    def meta_parameters(self):
-        return self.primary.meta_parameters()
-
-    @property
-    def per_sample_gamma(self) -> bool:  # type: ignore[override]
-        return self.primary.per_sample_gamma
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, **extra) -> torch.Tensor:
         values = self.primary(logits, targets, **extra)
