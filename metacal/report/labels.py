@@ -9,6 +9,7 @@ from __future__ import annotations
 METHOD_LABELS: dict[str, str] = {
     "ce": "CE",
     "focal": "Focal",
+    "focal3": "Focal γ = 3",
     "flsd53": "FLSD-53",
     "ls005": "LS-0.05",
     "ls01": "LS-0.1",
