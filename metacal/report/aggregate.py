@@ -27,7 +27,7 @@ TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
 POSTHOC_KEYS = ("ece_ts_nll", "ece_ts_grid", "ece_hb")
 COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)
 # aggregated like the columns but not in the main table (the claim section reads them)
-EXTRA_KEYS = ("overconfidence", "t_nll")
+EXTRA_KEYS = ("overconfidence", "t_nll", "ece_val")
 
 
 def mean_std(values: Sequence[float], ddof: int = 1) -> tuple[float, float, int]:
@@ -97,6 +97,9 @@ def run_numbers(run: Run, num_bins: int = 15, hb_bins: int = 15, posthoc: bool =
         saved = (run.metrics or {}).get("test", {})
         row.update({k: float(saved[k]) for k in TEST_KEYS if isinstance(saved.get(k), (int, float))})
         row["from_predictions"] = 0.0
+    val_ece = ((run.metrics or {}).get("val") or {}).get("ece")
+    if isinstance(val_ece, (int, float)):
+        row["ece_val"] = float(val_ece)  # the selected epoch's validation ECE (what may choose among methods)
     times = run.epoch_times()
     if times:
         row["s_per_epoch"] = float(np.mean(times))

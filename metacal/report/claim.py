@@ -15,6 +15,8 @@ from metacal.report.aggregate import MethodRow
 from metacal.report.labels import method_label
 
 ERROR_MARGIN = 0.005  # "within 0.5 points of CE" (fractions)
+FIXED_FOCAL = ("focal", "focal3")  # focal loss at a fixed γ (1 and 3): the bar of the fixed-γ oracle
+ORACLE_ERROR_MARGIN = 0.01  # issue #14: error at most 1 point above CE's
 
 
 def _find(rows: Sequence[MethodRow], method: str) -> MethodRow | None:
@@ -68,7 +70,54 @@ def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error") -> list[
         lines.append("- Lower mean ECE than FLγ-SECE: "
                      + ", ".join(f"{r.label} ({100 * r.stats['ece'][0]:.2f}%)" for r in result["better"]) + ".")
     lines += ["", f"**Verdict on this data: {'supported' if result['supported'] else 'not supported'}.**", ""]
+    lines += oracle_markdown(rows)
     lines += direction_markdown(rows)
+    return lines
+
+
+def regime_sentence(rows: Sequence[MethodRow], baseline: str = "ce") -> str:
+    """Which failure the baseline shows on this data: over-confident when TS-NLL fits T > 1."""
+    base = _find(rows, baseline)
+    t = base.stats.get("t_nll", (math.nan, 0, 0))[0] if base is not None else math.nan
+    if not math.isfinite(t):
+        return "Regime: unknown (no temperature fitted for the CE runs)."
+    direction = "OVER-confident" if t > 1 else "UNDER-confident"
+    return (f"Regime: {base.label} is {direction} on this data (temperature fitted by TS-NLL on validation "
+            f"T = {t:.3f}; ECE {_pct(base.stats['ece'])}).")
+
+
+def check_oracle(rows: Sequence[MethodRow], method: str = "flgamma_sece", baseline: str = "ce") -> dict | None:
+    """Issue #14's bar: ``method``'s test ECE ≤ the fixed-γ focal row chosen by lowest mean VALIDATION ECE,
+    ≤ 0.5 × the baseline's, with test error ≤ the baseline's + 1 point. None when a row is missing."""
+    target, base = _find(rows, method), _find(rows, baseline)
+    fixed = [r for r in rows if r.method in FIXED_FOCAL and math.isfinite(r.stats.get("ece_val", (math.nan,))[0])]
+    if target is None or base is None or not fixed:
+        return None
+    best = min(fixed, key=lambda r: r.stats["ece_val"][0])
+    ece, err = target.stats["ece"][0], target.stats["error"][0]
+    checks = {"ece_vs_fixed": ece <= best.stats["ece"][0], "ece_vs_half_ce": ece <= 0.5 * base.stats["ece"][0],
+              "error_vs_ce": err <= base.stats["error"][0] + ORACLE_ERROR_MARGIN + 1e-12}
+    return {"target": target, "baseline": base, "fixed": best, **checks, "met": all(checks.values())}
+
+
+def oracle_markdown(rows: Sequence[MethodRow]) -> list[str]:
+    """The regime, then FLγ-SECE against the best fixed γ chosen on validation (issue #14's acceptance bar)."""
+    lines = [regime_sentence(rows), ""]
+    result = check_oracle(rows)
+    if result is None:
+        return lines
+    t, b, f = result["target"], result["baseline"], result["fixed"]
+    yes = lambda ok: "yes" if ok else "NO"  # noqa: E731
+    lines += ["### Against the best fixed γ", "",
+              f"Fixed-γ focal rows here: {', '.join(r.label for r in rows if r.method in FIXED_FOCAL)}; chosen on "
+              f"mean validation ECE: {f.label} (val ECE {100 * f.stats['ece_val'][0]:.2f}%).", "",
+              f"- test ECE {t.label} {_pct(t.stats['ece'])} ≤ {f.label} {_pct(f.stats['ece'])}: "
+              f"{yes(result['ece_vs_fixed'])}",
+              f"- test ECE ≤ 0.5 × {b.label}'s ({100 * 0.5 * b.stats['ece'][0]:.2f}%): {yes(result['ece_vs_half_ce'])}",
+              f"- test error {_pct(t.stats['error'])} ≤ {b.label}'s + {100 * ORACLE_ERROR_MARGIN:.0f} point "
+              f"({100 * (b.stats['error'][0] + ORACLE_ERROR_MARGIN):.2f}%): {yes(result['error_vs_ce'])}",
+              "", f"**Bar {'met' if result['met'] else 'not met'}** (means over seeds; the differences' "
+              "uncertainty is in the per-seed table).", ""]
     return lines
 
 

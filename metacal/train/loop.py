@@ -115,7 +115,7 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
                        gamma_max=float(epoch_gamma.max()))
     if acc.offset_grads:  # the meta step's "raise γ?" signal: dJ/dδ < 0 asks for a larger global γ
         offsets = torch.tensor(acc.offset_grads)
-        train_m.update(meta_dgamma=_mean_over_processes(accelerator, float(offsets.mean())),
+        train_m.update(meta_steps=len(acc.offset_grads), meta_dgamma=_mean_over_processes(accelerator, float(offsets.mean())),
                        raise_gamma_frac=_mean_over_processes(accelerator, float((offsets < 0).double().mean())),
                        meta_grad_norm=_mean_over_processes(accelerator, float(torch.tensor(acc.meta_grad_norms).mean())))
     return t0, train_m, epoch_gamma

@@ -76,3 +76,46 @@ def test_overconfidence_is_mean_confidence_minus_accuracy(tmp_path, run_writer):
     mean, std, n = ce.stats["overconfidence"]
     assert n == 2 and mean == pytest.approx(np.mean(expected), abs=1e-6) and mean > 0.05
     assert ce.stats["t_nll"][0] > 1.0  # TS agrees: an over-confident model is cooled by T > 1
+
+
+def with_val(r: MethodRow, ece_val: float) -> MethodRow:
+    r.stats["ece_val"] = (ece_val, 0.0, 2)
+    return r
+
+
+def oracle_table(fl_error: float, fl_ece: float) -> list[MethodRow]:
+    """CE over-confident (T = 1.8, ECE 14%); focal γ = 3 has the lower VALIDATION ECE though γ = 1 tests better."""
+    return [with_val(row("ce", "CE", 0.300, 0.140, +0.12, 1.8), 0.13),
+            with_val(row("focal", "Focal", 0.310, 0.045), 0.060),
+            with_val(row("focal3", "Focal γ = 3", 0.340, 0.050), 0.040),
+            with_val(row("flgamma_sece", "FLγ-SECE", fl_error, fl_ece), 0.05)]
+
+
+@pytest.mark.parametrize("fl_error, fl_ece, checks", [
+    (0.305, 0.050, (True, True, True)),    # ties the chosen fixed γ's 5.0%: met
+    (0.305, 0.048, (True, True, True)),
+    (0.311, 0.048, (True, True, False)),   # 1.1 points above CE
+    (0.310, 0.050, (True, True, True)),    # exactly 1 point: within
+    (0.305, 0.060, (False, True, True)),   # 6% > focal γ = 3's 5% (Focal γ = 1's 4.5% is not the bar: chosen on val)
+    (0.305, 0.0701, (False, False, True)),  # above half of CE's 14%
+])  # fmt: skip
+def test_oracle_bar_uses_the_fixed_gamma_chosen_on_validation(fl_error, fl_ece, checks):
+    from metacal.report.claim import check_oracle
+
+    result = check_oracle(oracle_table(fl_error, fl_ece))
+    assert result["fixed"].method == "focal3"
+    assert (result["ece_vs_fixed"], result["ece_vs_half_ce"], result["error_vs_ce"]) == checks
+    assert result["met"] == all(checks)
+    text = "\n".join(claim_markdown(oracle_table(fl_error, fl_ece)))
+    assert "Regime: CE is OVER-confident on this data (temperature fitted by TS-NLL on validation T = 1.800" in text
+    assert f"**Bar {'met' if all(checks) else 'not met'}**" in text
+
+
+def test_regime_sentence_under_confident_and_unknown():
+    from metacal.report.claim import regime_sentence
+
+    assert "OVER-confident" in regime_sentence(table(0.05, 0.01))  # CE fits T = 1.4
+    rows = [row("ce", "CE", 0.05, 0.03, -0.02, 0.87)]
+    assert regime_sentence(rows).startswith("Regime: CE is UNDER-confident on this data (") and "T = 0.870" in \
+        regime_sentence(rows)
+    assert regime_sentence([row("ce", "CE", 0.05, 0.03)]) == "Regime: unknown (no temperature fitted for the CE runs)."

@@ -81,7 +81,7 @@ def test_find_runs_errors(tmp_path):
 
 def test_label_mapping():
     expected = {
-        "ce": "CE", "focal": "Focal", "flsd53": "FLSD-53", "ls005": "LS-0.05", "ls01": "LS-0.1",
+        "ce": "CE", "focal": "Focal", "focal3": "Focal γ = 3", "flsd53": "FLSD-53", "ls005": "LS-0.05", "ls01": "LS-0.1",
         "mixup": "Mixup", "mmce": "MMCE", "ce_dece": "CE-DECE", "ce_sece": "CE-SECE",
         "flgamma_dece": "FLγ-DECE", "flgamma_sece": "FLγ-SECE", "dual_focal": "Dual focal",
         "inverse_focal": "Inverse focal", "adafocal": "AdaFocal", "bsce_gra": "BSCE-GRA",

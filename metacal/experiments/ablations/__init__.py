@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (register the studies)
     gamma_oracle,
     grad_weighting,
     ground_truth,
+    meta_signal,
     objective,
     shift,
 )

@@ -9,9 +9,9 @@ import pytest
 from metacal.experiments.ablations.cli import main
 
 STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "shift", "grad_weighting",
-           "gamma_oracle"]
+           "gamma_oracle", "meta_signal"]
 TEXT = {"method", "variant", "model", "estimator", "loss", "corruption", "label", "gamma_output", "meta_objective",
-        "meta_backend", "chosen"}
+        "meta_backend", "chosen", "band"}
 FRACTION_PREFIXES = ("error", "ece", "mce", "sece", "smece", "tce", "per_sample_bound", "mean_conf")
 
 
@@ -105,3 +105,12 @@ def test_quick_mode(study, tmp_path, capsys):
         assert all(float(r["gamma_mean_lo"]) <= float(r["gamma_mean"]) <= float(r["gamma_mean_hi"]) for r in traj)
         text = (tmp_path / "gamma_oracle.md").read_text()
         assert "Regime: CE (focal γ = 0, the same loss) is" in text and "chosen on mean VALIDATION ECE" in text
+    elif study == "meta_signal":
+        assert [r["variant"] for r in main_rows] == ["abs, meta lr 0.0001", "sigmoid, meta lr 0.0001",
+                                                     "abs, meta lr 0.0001, leave-one-out SECE"]
+        runs = csvs["meta_signal_runs"]
+        for r in runs:  # a share of meta steps; sigmoid never exceeds γ_max = 5
+            assert 0.0 <= float(r["raise_share"]) <= 1.0
+            if r["variant"].startswith("sigmoid"):
+                assert float(r["gamma_max"]) <= 5.0
+        assert all(r["band"].startswith("50 ± ") for r in main_rows)
