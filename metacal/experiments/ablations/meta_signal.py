@@ -87,7 +87,9 @@ def run(opts: StudyOptions):
     summaries = [summarise([r for r in rows if r["variant"] == v.key]) for v in variants(opts.quick)]
     label = regime_setting(regime, seeds[0], opts.quick).label
     shares = [s["raise_share"] for s in summaries]
-    intro = [f"FLγ-SECE on {label}; seeds {', '.join(map(str, seeds))}; checkpoint = lowest validation error. "
+    intro = [f"Regime: the one configs/{regime}/base.yaml is named for — CE over-confident (its temperature and "
+             "ECE are measured by the gamma_oracle study, focal γ = 0). "
+             f"FLγ-SECE on {label}; seeds {', '.join(map(str, seeds))}; checkpoint = lowest validation error. "
              "↑γ share = share of meta steps whose one-step hypergradient asked for a larger global γ "
              "(dJ/dδ < 0; the trainer's history.json train.raise_gamma_frac, weighted by train.meta_steps). Mean ± "
              "sample std over seeds.",
