@@ -49,6 +49,14 @@ def regime_setting(regime: str, seed: int, quick: bool) -> Setting:
     return Setting(label, (), epochs, regime, seed, drops)
 
 
+def regime_and_seeds(opts: StudyOptions, study: str, default_seeds: int) -> tuple[str, list[int]]:
+    """The study's regime (``--regime``, default MNIST-1D) and seeds (``--seeds N`` from ``--seed``)."""
+    n_seeds = opts.num_seeds if opts.num_seeds is not None else default_seeds
+    if n_seeds < 1:
+        raise ValueError(f"{study}: --seeds must be at least 1, got {n_seeds}")
+    return opts.regime or REGIMES[0], [opts.seed + i for i in range(n_seeds)]
+
+
 def focal_variant(gamma: float) -> Variant:
     return Variant(f"focal γ = {gamma:g}", "focal", (f"loss.params={{gamma: {gamma!r}}}",))
 
@@ -139,11 +147,7 @@ COLUMNS = [Column("variant", "Variant"), Column("error_val", "val error (%)", 10
 
 @STUDIES.register("gamma_oracle")
 def run(opts: StudyOptions):
-    regime = opts.regime or REGIMES[0]
-    n_seeds = opts.num_seeds if opts.num_seeds is not None else QUICK_SEEDS if opts.quick else FULL_SEEDS
-    if n_seeds < 1:
-        raise ValueError(f"gamma_oracle: --seeds must be at least 1, got {n_seeds}")
-    seeds = [opts.seed + i for i in range(n_seeds)]
+    regime, seeds = regime_and_seeds(opts, "gamma_oracle", QUICK_SEEDS if opts.quick else FULL_SEEDS)
     grid = QUICK_GRID if opts.quick else GRID
     variants = [(focal_variant(g), g) for g in grid] + [(Variant("FLγ-SECE (shipped config)", META_METHOD), None)]
     run_rows, trajectories = [], []

@@ -19,7 +19,7 @@ from typing import Any
 
 from metacal.report.aggregate import mean_std
 
-from .gamma_oracle import REGIMES, regime_setting, run_row
+from .gamma_oracle import REGIMES, regime_and_seeds, regime_setting, run_row
 from .page import Column, Section, Table, write_page
 from .runner import Variant, train_variant
 from .study import STUDIES, StudyOptions
@@ -72,11 +72,7 @@ COLUMNS = [Column("variant", "FLγ-SECE variant"), Column("error_test", "test er
 
 @STUDIES.register("meta_signal")
 def run(opts: StudyOptions):
-    regime = opts.regime or REGIMES[0]
-    n_seeds = opts.num_seeds if opts.num_seeds is not None else QUICK_SEEDS if opts.quick else FULL_SEEDS
-    if n_seeds < 1:
-        raise ValueError(f"meta_signal: --seeds must be at least 1, got {n_seeds}")
-    seeds = [opts.seed + i for i in range(n_seeds)]
+    regime, seeds = regime_and_seeds(opts, "meta_signal", QUICK_SEEDS if opts.quick else FULL_SEEDS)
     rows = []
     for variant in variants(opts.quick):
         for seed in seeds:
