@@ -145,8 +145,8 @@ class MetaLearner:
         self.gamma_net = gamma_net
         self.inner = make_inner(gamma_net, loss)
         self.meta_parameters = [p for p in self.inner.meta_parameters() if p.requires_grad]
-        for p in self.meta_parameters:  # every process starts from rank 0's φ
-            if world_size() > 1:
+        if world_size() > 1:  # every process starts from rank 0's φ
+            for p in self.meta_parameters:
                 dist.broadcast(p.data, src=0)
         self.meta_optimizer = meta_optimizer or torch.optim.Adam(self.meta_parameters, lr=meta_lr)
         self.meta_val = meta_val

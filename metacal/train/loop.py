@@ -130,13 +130,14 @@ def evaluate_epoch(run: Run, epoch: int, t0: float, train_m: dict[str, float],
     run.loss_fn.update_from_validation(val.logits.to(accelerator.device), val.labels.to(accelerator.device))
     # per epoch without the O(N²) binning-free estimators; finalize adds them for the selected epoch
     val_m = summarize(val, cfg.eval.num_bins, binning_free=False)
-    improved = selection_score(val_m, cfg.eval.select_by) < state.best_score
+    score = selection_score(val_m, cfg.eval.select_by)
+    improved = score < state.best_score
     test, test_m = None, None
     if cfg.eval.test_every_epoch or improved:
         test = predict(run.model, run.test_loader, accelerator, gamma_net)
         test_m = summarize(test, cfg.eval.num_bins, binning_free=False)
     if improved:
-        state.best_score, state.best_epoch = selection_score(val_m, cfg.eval.select_by), epoch + 1
+        state.best_score, state.best_epoch = score, epoch + 1
         state.best_metrics = {"val": val_m, "test": test_m}
         if accelerator.is_main_process:
             val.save(run.paths.predictions / "val.npz")
