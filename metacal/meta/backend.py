@@ -40,6 +40,9 @@ class StepResult:
     # dJ/dδ for a global offset γ_i + δ, negative when the meta step asks for a larger γ — and ‖dJ/dφ‖
     gamma_grad: torch.Tensor | None = None
     meta_grad_norm: torch.Tensor | None = None
+    # with meta horizon "trajectory": dJ/db of the γ-Net's bias b through every past step, per unit of the
+    # batch's mean γ (dJ/db ÷ mean ∂γ_i/∂b; negative: asks for a larger γ)
+    level_grad: torch.Tensor | None = None
 
 
 @dataclass

@@ -37,6 +37,7 @@ from .hypergrad_higher import higher_meta_step
 from .hypergrad_jvp import jvp_meta_step
 from .inner import make_inner
 from .sgd_lookahead import unwrap_sgd
+from .trajectory import TrajectoryHypergradient
 
 #: The hypergradient backends by name: "higher" (exact, the reference, one process only), "jvp" (exact,
 #: forward-mode; the default), "head" (lookahead through the classifier head only, Bohdal et al. 2023).
@@ -45,6 +46,11 @@ BACKENDS: dict[str, Callable[..., StepResult]] = {
     "jvp": jvp_meta_step,
     "head": head_meta_step,
 }
+
+#: What the γ-Net's bias b (the γ level) is differentiated through: "step" (the one-step lookahead, as
+#: every other φ; Wang & Golebiowski 2024) or "trajectory" (forward-mode accumulation over the whole
+#: training trajectory, :mod:`metacal.meta.trajectory`).
+HORIZONS = ("step", "trajectory")
 
 
 def world_size() -> int:
@@ -108,6 +114,8 @@ class MetaLearner:
         forward_model: the module of the real train forward (a DDP wrapper); default ``model``.
         average: in-place mean over processes of a list of tensors (default: torch.distributed, a no-op
             in one process); applied to the meta-val gradients v and to φ's gradients.
+        horizon: a value of :data:`HORIZONS`; "trajectory" (γ-Net only) gives the γ-Net's bias the
+            hypergradient through all past steps instead of the last one.
     """
 
     def __init__(
@@ -129,7 +137,12 @@ class MetaLearner:
         backward: Callable[[torch.Tensor], Any] | None = None,
         forward_model: nn.Module | None = None,
         average: Callable[[list[torch.Tensor]], None] = average_over_processes,
+        horizon: str = "step",
     ) -> None:
+        if horizon not in HORIZONS:
+            raise ValueError(f"unknown meta horizon {horizon!r}; available: {', '.join(HORIZONS)}")
+        if horizon == "trajectory" and gamma_net is None:
+            raise ValueError("horizon='trajectory' learns the γ-Net's bias: it needs gamma_net=")
         if backend not in BACKENDS:
             raise ValueError(f"unknown meta backend {backend!r}; available: {', '.join(sorted(BACKENDS))}")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
@@ -161,6 +174,7 @@ class MetaLearner:
             inner=self.inner, objective=self.meta_objective,
             backward=backward if backward is not None else torch.Tensor.backward,
             max_grad_norm=max_grad_norm, average=average)
+        self.trajectory = TrajectoryHypergradient(model, gamma_net.bias) if horizon == "trajectory" else None
 
     def meta_objective(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """J(logits, y) = objective(logits, y) + ce_weight·CE(logits, y)."""
@@ -175,8 +189,11 @@ class MetaLearner:
         is_meta = self.iteration % self.every == 0
         self.iteration += 1
         self.ctx.model.train()
+        before = self.trajectory.snapshot(self.ctx, inputs) if self.trajectory is not None else None
         if not is_meta:
             real = real_step(self.ctx, inputs, targets, keep_old=False, with_meta_graph=False)
+            if before is not None:
+                self.trajectory.advance(self.ctx, before, inputs, targets)
             return StepResult(real.loss, None, real.meta.detach() if torch.is_tensor(real.meta) else None)
         if meta_batch is None:
             if self.meta_val is None:
@@ -185,6 +202,10 @@ class MetaLearner:
         meta_inputs, meta_targets = (t.to(inputs.device) for t in meta_batch)
         self.meta_optimizer.zero_grad(set_to_none=True)
         out = BACKENDS[self.backend](self.ctx, inputs, targets, meta_inputs, meta_targets)
+        if before is not None:  # b's gradient through the whole trajectory replaces its one-step one
+            self.trajectory.advance(self.ctx, before, inputs, targets)
+            self.gamma_net.bias.grad = self.trajectory.hypergradient(self.ctx, meta_inputs, meta_targets)
+            out.level_grad = self.trajectory.level_gradient(self.gamma_net.bias.grad.detach())
         for p in self.meta_parameters:  # every rank must take part in the same collectives
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -204,8 +225,13 @@ class MetaLearner:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"iteration": self.iteration, "meta_optimizer": self.meta_optimizer.state_dict()}
+        state = {"iteration": self.iteration, "meta_optimizer": self.meta_optimizer.state_dict()}
+        if self.trajectory is not None:
+            state["trajectory"] = self.trajectory.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.iteration = int(state["iteration"])
         self.meta_optimizer.load_state_dict(state["meta_optimizer"])
+        if self.trajectory is not None:
+            self.trajectory.load_state_dict(state.get("trajectory", {}))

@@ -19,6 +19,7 @@ METHOD_LABELS: dict[str, str] = {
     "ce_sece": "CE-SECE",
     "flgamma_dece": "FLγ-DECE",
     "flgamma_sece": "FLγ-SECE",
+    "flgamma_sece_trajectory": "FLγ-SECE, trajectory level",
     "dual_focal": "Dual focal",
     "inverse_focal": "Inverse focal",
     "adafocal": "AdaFocal",

@@ -89,18 +89,21 @@ class EpochProgress:
     # meta-step diagnostics, one value per meta step: dJ/dδ (global γ offset) and ‖dJ/dφ‖
     offset_grads: list[float] = field(default_factory=list)
     meta_grad_norms: list[float] = field(default_factory=list)
+    level_grads: list[float] = field(default_factory=list)  # dJ/db through the trajectory (meta.horizon)
 
     def to_dict(self, elapsed: float) -> dict[str, Any]:
         gammas = torch.cat(self.gammas) if self.gammas else torch.empty(0)
         return {"loss_sum": self.loss_sum, "meta_sum": self.meta_sum, "count": self.count,
                 "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed,
-                "offset_grads": list(self.offset_grads), "meta_grad_norms": list(self.meta_grad_norms)}
+                "offset_grads": list(self.offset_grads), "meta_grad_norms": list(self.meta_grad_norms),
+                "level_grads": list(self.level_grads)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
         gammas = [d["gammas"]] if d["gammas"].numel() else []
         return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
-                   float(d["elapsed"]), list(d.get("offset_grads", [])), list(d.get("meta_grad_norms", [])))
+                   float(d["elapsed"]), list(d.get("offset_grads", [])), list(d.get("meta_grad_norms", [])),
+                   list(d.get("level_grads", [])))
 
 
 def checkpoint_name(state: TrainState) -> str:

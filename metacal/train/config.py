@@ -26,7 +26,7 @@ import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from metacal.meta.learner import BACKENDS
+from metacal.meta.learner import BACKENDS, HORIZONS
 
 
 class ConfigError(ValueError):
@@ -60,6 +60,12 @@ class LossConfig:
 class MetaConfig:
     enabled: bool = False  # False: plain training with loss; True: one meta step per iteration
     backend: str = "jvp"  # hypergradient backend of metacal.meta: higher | jvp | head
+    # what the γ-Net's bias (the γ level) is differentiated through: "step" (one-step lookahead, the paper)
+    # or "trajectory" (all past steps, forward-mode; metacal/meta/trajectory.py)
+    horizon: str = "step"
+    # γ-Net only: the meta lr of its per-sample shape (attention A, weight W) is lr × shape_lr_scale; its
+    # bias b (the γ level) uses lr. 0 freezes the shape: one learned γ for every sample.
+    shape_lr_scale: float = 1.0
     objective: str = "sece"  # a metacal.objectives name (the meta-validation objective)
     objective_params: Dict[str, Any] = field(default_factory=dict)
     # What the meta step learns: "gamma_net" (FLγ-*: focal loss with per-sample γ from a γ-Net) or
@@ -135,6 +141,7 @@ class Config:
 
 CHOICES = {
     "meta.backend": tuple(BACKENDS),
+    "meta.horizon": HORIZONS,
     "meta.learner": ("gamma_net", "loss"),
     "meta.optimizer": ("adam", "sgd"),
     "optim.name": ("sgd",),
@@ -249,6 +256,10 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
                           f"got {cfg.run.checkpoint_every_steps}")
     if cfg.schedule.epochs <= 0:
         raise ConfigError(f"schedule.epochs must be > 0; got {cfg.schedule.epochs}")
+    if not cfg.meta.shape_lr_scale >= 0:
+        raise ConfigError(f"meta.shape_lr_scale must be >= 0 (0 freezes the γ-Net's shape); got {cfg.meta.shape_lr_scale}")
+    if cfg.meta.horizon == "trajectory" and cfg.meta.learner != "gamma_net":
+        raise ConfigError("meta.horizon=trajectory learns the γ-Net's bias: it needs meta.learner=gamma_net")
     return cfg
 
 

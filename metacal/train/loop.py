@@ -118,6 +118,9 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
         train_m.update(meta_steps=len(acc.offset_grads), meta_dgamma=_mean_over_processes(accelerator, float(offsets.mean())),
                        raise_gamma_frac=_mean_over_processes(accelerator, float((offsets < 0).double().mean())),
                        meta_grad_norm=_mean_over_processes(accelerator, float(torch.tensor(acc.meta_grad_norms).mean())))
+    if acc.level_grads:  # the same signal for the γ level through the whole trajectory (meta.horizon)
+        level = torch.tensor(acc.level_grads)
+        train_m.update(raise_level_frac=_mean_over_processes(accelerator, float((level < 0).double().mean())))
     return t0, train_m, epoch_gamma
 
 
@@ -175,6 +178,8 @@ def _accumulate(acc: EpochProgress, out: StepResult) -> None:
         acc.offset_grads.append(float(out.gamma_grad.sum()))
     if out.meta_grad_norm is not None:
         acc.meta_grad_norms.append(float(out.meta_grad_norm))
+    if out.level_grad is not None:
+        acc.level_grads.append(float(out.level_grad))
 
 
 def _mean_over_processes(accelerator: Accelerator, value: float) -> float:

@@ -70,6 +70,8 @@ def epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict
         parts.append(f"γ {train_m['gamma_mean']:.2f}±{train_m['gamma_std']:.2f} (max {train_m['gamma_max']:.2f})")
     if "raise_gamma_frac" in train_m:  # share of meta steps whose hypergradient asked for a larger γ
         parts.append(f"↑γ {100 * train_m['raise_gamma_frac']:.0f}%")
+    if "raise_level_frac" in train_m:  # the same share for the γ level through the whole trajectory
+        parts.append(f"↑level {100 * train_m['raise_level_frac']:.0f}%")
     for name, m in (("val", val_m), ("test", test_m)):
         if m is not None:
             parts.append(f"{name} err {m['error']:.4f} nll {m['nll']:.4f} ece {m['ece']:.4f}")

@@ -49,7 +49,8 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         gamma_net = components.construct(
             "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim),
             **{"num_heads": int(bundle.num_classes), **m.gamma_net}).to(accelerator.device)
-        meta_params = list(gamma_net.parameters())
+        shape = [gamma_net.attention, gamma_net.weight]
+        meta_params = [{"params": [gamma_net.bias]}, {"params": shape, "lr": m.lr * m.shape_lr_scale}]
     else:
         meta_params = [p for p in loss_fn.meta_parameters() if p.requires_grad]
         if not meta_params:
@@ -66,5 +67,5 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         "meta", MetaLearner, raw, optimizer, objective, gamma_net=gamma_net, loss=loss_fn, backend=m.backend,
         meta_optimizer=meta_optimizer, meta_val=meta_val, ce_weight=m.ce_weight, every=m.every,
         max_grad_norm=m.max_backbone_grad_norm, max_meta_grad_norm=m.max_meta_grad_norm,
-        backward=accelerator.backward, forward_model=model)
+        backward=accelerator.backward, forward_model=model, horizon=m.horizon)
 

@@ -49,6 +49,8 @@ class TBLogger:
             values["dJ_dgamma_offset"] = out.gamma_grad.sum()
         if out.meta_grad_norm is not None:
             values["meta_grad_norm"] = out.meta_grad_norm
+        if out.level_grad is not None:
+            values["dJ_dlevel"] = out.level_grad
         self.scalars("step", {k: float(v) for k, v in values.items()}, step)
 
     def histogram(self, tag: str, values: torch.Tensor, step: int) -> None:

@@ -82,6 +82,9 @@ def test_override_values_are_yaml(tmp_path):
     (["schedule.milestones=3"], ["'schedule.milestones'"]),
     (["meta.backend=autograd"], ["'meta.backend'", "higher, jvp, head"]),
     (["eval.select_by=acc"], ["'eval.select_by'", "error, nll, ece"]),
+    (["meta.horizon=long"], ["'meta.horizon'", "step, trajectory"]),
+    (["meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be >= 0", "got -1"]),
+    (["meta.horizon=trajectory", "meta.learner=loss"], ["meta.horizon=trajectory", "meta.learner=gamma_net"]),
     (["optim.lr"], ["section.key=value"]),
     (["data.root"], ["section.key=value"]),  # OmegaConf alone would set the Optional key to None
     (["optim..lr=3"], ["section.key=value"]),  # OmegaConf alone would take key '' inside optim

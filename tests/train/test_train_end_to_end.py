@@ -131,3 +131,30 @@ def test_existing_run_dir_needs_overwrite_and_nan_stops_with_step(write_config, 
     assert len(err.strip().splitlines()) == 1
     assert json.loads((run_dir / "checkpoints/latest/train_state.json").read_text())["epoch"] == 1
     assert not (run_dir / "metrics.json").exists()
+
+
+
+@pytest.mark.slow
+def test_trajectory_horizon_logs_the_level_signal(write_config, run_cli, tmp_path):
+    """meta.horizon=trajectory: the γ-Net's meta optimiser gives b the meta lr and A, W lr × shape_lr_scale
+    (checkpointed param groups), dJ/dlevel is logged per meta step and the per-epoch ↑level share is what
+    those values say."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = write_config("flgamma", {**METHODS["flgamma_sece"], **FAST_MODEL})
+    run_dir = tmp_path / "run"
+    code, out, err = run_cli(["--config", config, "--run-dir", run_dir, "--set", "meta.horizon=trajectory",
+                              "meta.shape_lr_scale=0.1", "meta.lr=1e-3"])
+    assert code == 0, err
+    assert "↑level" in out
+    learner = torch.load(run_dir / "checkpoints/latest/custom_checkpoint_3.pkl", weights_only=False)
+    groups = learner["meta_optimizer"]["param_groups"]
+    assert [g["lr"] for g in groups] == pytest.approx([1e-3, 1e-4]) and [len(g["params"]) for g in groups] == [1, 2]
+    assert set(learner["trajectory"]["z"]) and set(learner["trajectory"]["v"])  # tangents are checkpointed
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    level = [s.value for s in events.Scalars("step/dJ_dlevel")]
+    assert len(level) == 20 and any(v != 0 for v in level)
+    history = json.loads((run_dir / "history.json").read_text())
+    for epoch, entry in enumerate(history):
+        assert entry["train"]["raise_level_frac"] == pytest.approx(sum(v < 0 for v in level[10 * epoch:10 * epoch + 10]) / 10)

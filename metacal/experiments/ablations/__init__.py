@@ -1,5 +1,5 @@
 """Ablation studies (``python scripts/ablate.py NAME [--quick] [--out DIR]``), one module per study:
-bins, gamma_map, objective, backend, calibratable, ground_truth, shift, grad_weighting, gamma_oracle.
+bins, gamma_map, objective, backend, calibratable, ground_truth, shift, grad_weighting, gamma_oracle, meta_signal, meta_horizon.
 
 Shared pieces: ``runner`` (train method variants through metacal.train), ``page`` (Markdown + CSV + figures),
 ``study`` (options, registry), ``true_calibration`` and ``estimators`` (ground truth on gaussian_mixture),
@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (register the studies)
     gamma_oracle,
     grad_weighting,
     ground_truth,
+    meta_horizon,
     meta_signal,
     objective,
     shift,

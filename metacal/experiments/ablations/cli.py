@@ -1,5 +1,5 @@
 """``python scripts/ablate.py NAME [--quick] [--out DIR] [--work DIR] [--seed S] [--runs DIR ...]``
-(gamma_oracle also takes ``[--regime R] [--seeds N]``).
+(gamma_oracle, meta_signal and meta_horizon also take ``[--regime R] [--seeds N]``).
 
 Bad input (unknown study, missing run directory, bad config) → one line on stderr and exit code 2.
 """
@@ -27,15 +27,19 @@ def parser(names: list[str]) -> argparse.ArgumentParser:
         s.add_argument("--work", type=Path, default=None,
                        help="where the study's training runs go (default runs/ablations/<name>, or <out>/_runs)")
         s.add_argument("--seed", type=int, default=0)
-        if name == "gamma_oracle":
+        if name in REGIME_STUDIES:
             s.add_argument("--regime", default=None,
                            help="configs/<regime> to train (default mnist1d_overconfident; or fashion_mnist_overconfident)")
             s.add_argument("--seeds", type=int, default=None, dest="num_seeds",
-                           help="number of seeds, from --seed on (default 3; 2 with --quick)")
+                           help=f"number of seeds, from --seed on (default {REGIME_STUDIES[name]})")
         if name == "bins":
             s.add_argument("--runs", type=Path, nargs="+", default=None,
                            help="existing run directories (with predictions/test.npz) instead of training")
     return p
+
+
+# the studies trained on an over-confident regime, with their default number of seeds
+REGIME_STUDIES = {"gamma_oracle": 3, "meta_signal": 2, "meta_horizon": 2}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,10 @@ def regime_and_seeds(opts: StudyOptions, study: str, default_seeds: int) -> tupl
     n_seeds = opts.num_seeds if opts.num_seeds is not None else default_seeds
     if n_seeds < 1:
         raise ValueError(f"{study}: --seeds must be at least 1, got {n_seeds}")
-    return opts.regime or REGIMES[0], [opts.seed + i for i in range(n_seeds)]
+    regime = opts.regime or REGIMES[0]
+    if regime not in REGIMES:
+        raise ValueError(f"{study}: unknown regime {regime!r}; available: {', '.join(REGIMES)}")
+    return regime, [opts.seed + i for i in range(n_seeds)]
 
 
 def focal_variant(gamma: float) -> Variant:

@@ -9,7 +9,7 @@ import pytest
 from metacal.experiments.ablations.cli import main
 
 STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "shift", "grad_weighting",
-           "gamma_oracle", "meta_signal"]
+           "gamma_oracle", "meta_signal", "meta_horizon"]
 TEXT = {"method", "variant", "model", "estimator", "loss", "corruption", "label", "gamma_output", "meta_objective",
         "meta_backend", "chosen", "band"}
 FRACTION_PREFIXES = ("error", "ece", "mce", "sece", "smece", "tce", "per_sample_bound", "mean_conf")
@@ -127,3 +127,10 @@ def test_quick_mode(study, tmp_path, capsys):
             if r["variant"].startswith("sigmoid"):
                 assert float(r["gamma_max"]) <= 5.0
         assert all(r["band"].startswith("50 ± ") for r in main_rows)
+    elif study == "meta_horizon":
+        assert [r["variant"] for r in main_rows] == [
+            "one-step (FLγ-SECE as shipped)",
+            "trajectory level, shape frozen, lr 0.001 (shipped: flgamma_sece_trajectory)"]
+        one_step, trajectory = csvs["meta_horizon_runs"]
+        assert one_step["level_share"] == ""  # no trajectory hypergradient in the paper's method
+        assert 0.0 <= float(trajectory["level_share"]) <= 1.0

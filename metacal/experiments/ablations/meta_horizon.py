@@ -1,0 +1,128 @@
+"""Study ``meta_horizon`` (issue #14 §4): the remedies the meta_signal diagnosis supports, side by side,
+and the robustness of the one shipped as ``flgamma_sece_trajectory``.
+
+FLγ-SECE (Wang & Golebiowski 2024) on an over-confident regime, varied in what the diagnosis blamed:
+
+* the horizon of the γ level's hypergradient — ``meta.horizon=step`` (the paper's one-step lookahead) vs
+  ``trajectory`` (dJ/db of the γ-Net's bias through every past SGD step, metacal/meta/trajectory.py);
+* the per-sample shape (attention A, weight W), which the one-step hypergradient moves at random —
+  ``meta.shape_lr_scale`` 1 (as the paper), 0.1, 0 (frozen: one learned γ for every sample);
+* the meta learning rate of the level: the shipped 1e-3, ×3 and ÷3 (issue #14's robustness check: test
+  ECE within 1.5× of the shipped setting's, and no runaway γ).
+
+On MNIST-1D every variant runs; on other regimes only the shipped variant and its ×3 / ÷3 learning rates
+(the rest is on the regime's results page). Besides the test numbers, the γ of the last epoch and the largest
+γ of any sample: ``↑level share`` is the share of meta steps whose trajectory hypergradient asked for a
+larger γ (history.json train.raise_level_frac), ``↑γ share`` the same for the one-step dJ/dδ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from metacal.report.aggregate import mean_std
+
+from .gamma_oracle import REGIMES, regime_and_seeds, regime_setting, run_row
+from .meta_signal import signal_row
+from .page import Column, Section, Table, write_page
+from .runner import Variant, train_variant
+from .study import STUDIES, StudyOptions
+
+FULL_SEEDS, QUICK_SEEDS = 2, 1
+SHIPPED = "flgamma_sece_trajectory"
+SHIPPED_LR = 1e-3
+SHIPPED_LABEL = f"trajectory level, shape frozen, lr {SHIPPED_LR:g} (shipped: {SHIPPED})"
+ROBUST_FACTOR = 1.5  # issue #14: ECE at lr ×3 and ÷3 within 1.5× of the shipped setting's
+
+
+def robustness_variants() -> list[Variant]:
+    return [Variant(SHIPPED_LABEL, SHIPPED, ()),
+            Variant(f"trajectory level, shape frozen, lr {3 * SHIPPED_LR:.2g} (×3)", SHIPPED, (f"meta.lr={3 * SHIPPED_LR!r}",)),
+            Variant(f"trajectory level, shape frozen, lr {SHIPPED_LR / 3:.2g} (÷3)", SHIPPED, (f"meta.lr={SHIPPED_LR / 3!r}",))]
+
+
+def variants(quick: bool, regime: str = REGIMES[0]) -> list[Variant]:
+    """MNIST-1D: the paper's one-step FLγ-SECE, the trajectory level with the shape free / slowed, then the
+    shipped variant with its ×3 / ÷3 learning rates; other regimes: the last three only."""
+    robust = robustness_variants()
+    if quick:
+        return [Variant("one-step (FLγ-SECE as shipped)", "flgamma_sece", ()), robust[0]]
+    if regime != REGIMES[0]:
+        return robust
+    return [Variant("one-step (FLγ-SECE as shipped)", "flgamma_sece", ()),
+            Variant("trajectory level, shape one-step, lr 1e-4", "flgamma_sece", ("meta.horizon=trajectory",)),
+            Variant(f"trajectory level, shape lr ×0.1, lr {SHIPPED_LR:g}", SHIPPED, ("meta.shape_lr_scale=0.1",)),
+            *robust]
+
+
+def level_share(history: list[dict[str, Any]]) -> float:
+    """Share of meta steps (all epochs) whose trajectory dJ/db was negative; NaN for one-step runs."""
+    epochs = [h["train"] for h in history if "raise_level_frac" in h.get("train", {})]
+    n = sum(t["meta_steps"] for t in epochs)
+    return sum(t["raise_level_frac"] * t["meta_steps"] for t in epochs) / n if n else math.nan
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"variant": rows[0]["variant"], "seeds": len(rows)}
+    for key in ("error_test", "ece_test", "temperature", "gamma_last", "raise_share", "level_share"):
+        out[key], out[f"{key}_std"], _ = mean_std([r[key] for r in rows])
+    out["gamma_max"] = max(r["gamma_max"] for r in rows)
+    out["band"] = rows[0]["band"]
+    return out
+
+
+COLUMNS = [Column("variant", "FLγ-SECE variant"), Column("error_test", "test error (%)", 100, 2, "error_test_std"),
+           Column("ece_test", "test ECE (%)", 100, 2, "ece_test_std"),
+           Column("temperature", "TS T", 1, 3, "temperature_std"),
+           Column("gamma_last", "γ last epoch", 1, 2, "gamma_last_std"), Column("gamma_max", "max γ (any sample)", 1, 2),
+           Column("raise_share", "↑γ share (one-step)", 100, 1, "raise_share_std"),
+           Column("level_share", "↑level share (trajectory)", 100, 1, "level_share_std"),
+           Column("band", "½ ± 95% band (%)")]
+
+
+def robustness_sentences(summaries: list[dict[str, Any]]) -> list[str]:
+    """Issue #14's robustness check on the shipped variant's rows (empty when they are not all there)."""
+    by = {s["variant"]: s for s in summaries}
+    labels = [v.key for v in robustness_variants()]
+    if not all(label in by for label in labels):
+        return []
+    base = by[labels[0]]["ece_test"]
+    verdicts = [f"{label}: test ECE {100 * by[label]['ece_test']:.2f}% = {by[label]['ece_test'] / base:.2f}× "
+                f"(max γ {by[label]['gamma_max']:.2f})" for label in labels[1:]]
+    ok = all(by[label]["ece_test"] <= ROBUST_FACTOR * base for label in labels[1:])
+    return [f"Robustness (issue #14: within {ROBUST_FACTOR}× of the shipped setting's test ECE "
+            f"{100 * base:.2f}%, max γ {by[labels[0]]['gamma_max']:.2f}): " + "; ".join(verdicts) +
+            f". **{'Holds' if ok else 'Does not hold'}.**"]
+
+
+@STUDIES.register("meta_horizon")
+def run(opts: StudyOptions):
+    regime, seeds = regime_and_seeds(opts, "meta_horizon", QUICK_SEEDS if opts.quick else FULL_SEEDS)
+    rows = []
+    chosen = variants(opts.quick, regime)
+    for variant in chosen:
+        for seed in seeds:
+            setting = regime_setting(regime, seed, opts.quick)
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in variant.key)
+            trained = train_variant(setting, variant, opts.work / regime / f"{safe}_seed{seed}")
+            rows.append({**run_row(trained, seed, None), **signal_row(trained.history),
+                         "level_share": level_share(trained.history)})
+    summaries = [summarise([r for r in rows if r["variant"] == v.key]) for v in chosen]
+    label = regime_setting(regime, seeds[0], opts.quick).label
+    intro = [f"Regime: the one configs/{regime}/base.yaml is named for — CE over-confident (its temperature and "
+             "ECE are measured by the gamma_oracle study, focal γ = 0; the bar is that study's best fixed γ "
+             f"chosen on validation). FLγ-SECE on {label}; seeds {', '.join(map(str, seeds))}; checkpoint = "
+             "lowest validation error. Mean ± sample std over seeds. The variants and the two signal shares "
+             "are defined in metacal/experiments/ablations/meta_horizon.py."]
+    intro += robustness_sentences(summaries)
+    sections = [Section("Outcome and signal per variant", tables=[Table("summary", summaries, COLUMNS)]),
+                Section("Every run", tables=[Table("runs", rows, [
+                    Column("variant", "Variant"), Column("seed", "seed"), Column("epoch", "selected epoch"),
+                    Column("error_test", "test error (%)", 100, 2), Column("ece_test", "test ECE (%)", 100, 2),
+                    Column("temperature", "TS T", 1, 3), Column("gamma_last", "γ last", 1, 2),
+                    Column("gamma_max", "max γ", 1, 2), Column("level_share", "↑level share", 100, 1),
+                    Column("seconds", "s", 1, 1)])])]
+    return write_page(opts.out, "meta_horizon" if regime == REGIMES[0] else f"meta_horizon_{regime}",
+                      f"Ablation: remedies for the meta-learner on {regime}", opts.command, intro, sections,
+                      opts.quick)
