@@ -128,7 +128,7 @@ class MetaLearner:
         loss: nn.Module | None = None,
         backend: str = "jvp",
         meta_optimizer: torch.optim.Optimizer | None = None,
-        meta_lr: float = 1e-3,
+        meta_lr: float = 1e-4,
         meta_val: Iterator[tuple[torch.Tensor, torch.Tensor]] | None = None,
         ce_weight: float = 0.0,
         every: int = 1,

@@ -173,3 +173,47 @@ def test_level_gradient_is_per_unit_of_gamma_whatever_the_sign_of_b():
         assert float(out.level_grad) == pytest.approx(float(net.bias.grad) * net.tau * sign, rel=1e-9)
         levels[sign] = float(out.level_grad)
     assert levels[1] == pytest.approx(levels[-1], rel=1e-9)  # same γ, same training: same answer
+
+
+def _two_rank_worker(rank, store, model, opt, gamma_net, queue):
+    """One of two gloo ranks: half of every batch, gradients averaged by hand (what DDP does)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        def backward(loss):
+            loss.backward()
+            for p in model.parameters():
+                if p.grad is not None:
+                    dist.all_reduce(p.grad)
+                    p.grad.div_(2)
+
+        learner = MetaLearner(model, opt, ce, gamma_net=gamma_net, horizon="trajectory", backward=backward,
+                              meta_optimizer=torch.optim.SGD(gamma_net.parameters(), lr=0.0))
+        train, (xm, ym) = stream("mlp")
+        half = slice(6 * rank, 6 * rank + 6)
+        for x, y in train:
+            learner.step(x[half], y[half], (xm[half], ym[half]))
+        queue.put((rank, float(gamma_net.bias.grad)))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_single_process_global_batch_gradient(tmp_path):
+    """Tangent directions and v are averaged over ranks, so every rank holds dJ/db of the global batch."""
+    import torch.multiprocessing as mp
+
+    model, opt = sgd_state("mlp", **CONFIGS["momentum_wd"])
+    gamma_net = make_meta(model, torch.float64)["gamma_net"]
+    single = learner_gradient(model, opt, gamma_net, "mlp")
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_two_rank_worker, args=(r, tmp_path / "store", *clone_state(model, opt),
+                                                        copy.deepcopy(gamma_net), queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = dict(queue.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert results[0] == pytest.approx(single, rel=1e-9) and results[1] == pytest.approx(single, rel=1e-9)

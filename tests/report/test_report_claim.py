@@ -108,7 +108,18 @@ def test_oracle_bar_uses_the_fixed_gamma_chosen_on_validation(fl_error, fl_ece, 
     assert result["met"] == all(checks)
     text = "\n".join(claim_markdown(oracle_table(fl_error, fl_ece)))
     assert "Regime: CE is OVER-confident on this data (temperature fitted by TS-NLL on validation T = 1.800" in text
-    assert f"**Bar {'met' if all(checks) else 'not met'}**" in text
+    assert f"**Bar {'met' if all(checks) else 'not met'} by FLγ-SECE**" in text
+
+
+def test_oracle_bar_is_checked_for_the_trajectory_variant_too():
+    from metacal.report.claim import check_oracle
+
+    rows = oracle_table(0.330, 0.080) + [with_val(row("flgamma_sece_trajectory", "FLγ-SECE, trajectory level",
+                                                      0.305, 0.040), 0.03)]
+    assert check_oracle(rows, "flgamma_sece_trajectory")["met"] and not check_oracle(rows)["met"]
+    text = "\n".join(claim_markdown(rows))
+    assert "**Bar not met by FLγ-SECE**" in text and "**Bar met by FLγ-SECE, trajectory level**" in text
+    assert text.count("chosen on mean validation ECE: Focal γ = 3") == 1  # one bar, stated once
 
 
 def test_regime_sentence_under_confident_and_unknown():

@@ -84,6 +84,7 @@ def test_label_mapping():
         "ce": "CE", "focal": "Focal", "focal3": "Focal γ = 3", "flsd53": "FLSD-53", "ls005": "LS-0.05", "ls01": "LS-0.1",
         "mixup": "Mixup", "mmce": "MMCE", "ce_dece": "CE-DECE", "ce_sece": "CE-SECE",
         "flgamma_dece": "FLγ-DECE", "flgamma_sece": "FLγ-SECE", "dual_focal": "Dual focal",
+        "flgamma_sece_trajectory": "FLγ-SECE, trajectory level",
         "inverse_focal": "Inverse focal", "adafocal": "AdaFocal", "bsce_gra": "BSCE-GRA",
         "focal_savuc": "Focal+S-AvUC", "nll_sbece": "NLL+SB-ECE",
     }  # fmt: skip

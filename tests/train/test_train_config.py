@@ -213,6 +213,29 @@ def test_every_dataset_has_every_method_on_a_shared_base():
             assert first == f"base: [base.yaml, ../methods/{path.stem}.yaml]", path
 
 
+def test_meta_lr_of_every_shipped_config_is_the_schema_default():
+    """Issue #14: a user who writes a config without meta.lr gets what every shipped config uses (the one
+    method that differs, the trajectory level, sets its own in configs/methods/)."""
+    from metacal.meta import MetaLearner
+    from metacal.train.config import MetaConfig
+    import inspect
+
+    default = MetaConfig().lr
+    assert default == 1e-4 and inspect.signature(MetaLearner).parameters["meta_lr"].default == default
+    paths = sorted(CONFIGS.glob("*/*.yaml")) + [CONFIGS / "quickstart.yaml"]
+    checked = 0
+    for path in paths:
+        if path.parent.name == "methods" or path.name == "README.md":
+            continue
+        cfg = load_config(path)
+        if "trajectory" in path.stem:
+            assert cfg.meta.lr == 1e-3, path
+        elif cfg.meta.enabled:
+            assert cfg.meta.lr == default, path
+            checked += 1
+    assert checked >= 20
+
+
 @pytest.mark.parametrize("path", shipped_configs(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_shipped_configs_load_and_name_registered_components(path):
     from metacal import data, losses, objectives
