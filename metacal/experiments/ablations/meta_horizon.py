@@ -21,10 +21,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from metacal.report.aggregate import mean_std
-
 from .gamma_oracle import REGIMES, regime_and_seeds, regime_setting, run_row
-from .meta_signal import signal_row
+from .meta_signal import COLUMNS as SIGNAL_COLUMNS
+from .meta_signal import SUMMARY_KEYS, run_dir, signal_row, summarise
 from .page import Column, Section, Table, write_page
 from .runner import Variant, train_variant
 from .study import STUDIES, StudyOptions
@@ -63,22 +62,9 @@ def level_share(history: list[dict[str, Any]]) -> float:
     return sum(t["raise_level_frac"] * t["meta_steps"] for t in epochs) / n if n else math.nan
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"variant": rows[0]["variant"], "seeds": len(rows)}
-    for key in ("error_test", "ece_test", "temperature", "gamma_last", "raise_share", "level_share"):
-        out[key], out[f"{key}_std"], _ = mean_std([r[key] for r in rows])
-    out["gamma_max"] = max(r["gamma_max"] for r in rows)
-    out["band"] = rows[0]["band"]
-    return out
-
-
-COLUMNS = [Column("variant", "FLγ-SECE variant"), Column("error_test", "test error (%)", 100, 2, "error_test_std"),
-           Column("ece_test", "test ECE (%)", 100, 2, "ece_test_std"),
-           Column("temperature", "TS T", 1, 3, "temperature_std"),
-           Column("gamma_last", "γ last epoch", 1, 2, "gamma_last_std"), Column("gamma_max", "max γ (any sample)", 1, 2),
-           Column("raise_share", "↑γ share (one-step)", 100, 1, "raise_share_std"),
-           Column("level_share", "↑level share (trajectory)", 100, 1, "level_share_std"),
-           Column("band", "½ ± 95% band (%)")]
+COLUMNS = SIGNAL_COLUMNS[:-2] + [
+    Column("raise_share", "↑γ share (one-step)", 100, 1, "raise_share_std"),
+    Column("level_share", "↑level share (trajectory)", 100, 1, "level_share_std"), SIGNAL_COLUMNS[-1]]
 
 
 def robustness_sentences(summaries: list[dict[str, Any]]) -> list[str]:
@@ -104,11 +90,11 @@ def run(opts: StudyOptions):
     for variant in chosen:
         for seed in seeds:
             setting = regime_setting(regime, seed, opts.quick)
-            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in variant.key)
-            trained = train_variant(setting, variant, opts.work / regime / f"{safe}_seed{seed}")
+            trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed))
             rows.append({**run_row(trained, seed, None), **signal_row(trained.history),
                          "level_share": level_share(trained.history)})
-    summaries = [summarise([r for r in rows if r["variant"] == v.key]) for v in chosen]
+    summaries = [summarise([r for r in rows if r["variant"] == v.key], SUMMARY_KEYS + ("level_share",))
+                 for v in chosen]
     label = regime_setting(regime, seeds[0], opts.quick).label
     intro = [f"Regime: the one configs/{regime}/base.yaml is named for — CE over-confident (its temperature and "
              "ECE are measured by the gamma_oracle study, focal γ = 0; the bar is that study's best fixed γ "

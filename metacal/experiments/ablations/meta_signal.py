@@ -54,13 +54,23 @@ def signal_row(history: list[dict[str, Any]]) -> dict[str, Any]:
     return {"raise_share": share, "gamma_max": gmax, "meta_steps": n, "band": band}
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+SUMMARY_KEYS = ("error_test", "ece_test", "temperature", "gamma_last", "raise_share")
+
+
+def summarise(rows: list[dict[str, Any]], keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
+    """Mean and sample std over seeds of ``keys``, the largest γ of any run, the binomial band."""
     out: dict[str, Any] = {"variant": rows[0]["variant"], "seeds": len(rows)}
-    for key in ("error_test", "ece_test", "temperature", "gamma_last", "raise_share"):
+    for key in keys:
         out[key], out[f"{key}_std"], _ = mean_std([r[key] for r in rows])
     out["gamma_max"] = max(r["gamma_max"] for r in rows)
     out["band"] = rows[0]["band"]
     return out
+
+
+def run_dir(opts: StudyOptions, regime: str, key: str, seed: int):
+    """The training run directory of one variant and seed (the label made file-name safe)."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)
+    return opts.work / regime / f"{safe}_seed{seed}"
 
 
 COLUMNS = [Column("variant", "FLγ-SECE variant"), Column("error_test", "test error (%)", 100, 2, "error_test_std"),
@@ -77,8 +87,7 @@ def run(opts: StudyOptions):
     for variant in variants(opts.quick):
         for seed in seeds:
             setting = regime_setting(regime, seed, opts.quick)
-            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in variant.key)
-            trained = train_variant(setting, variant, opts.work / regime / f"{safe}_seed{seed}")
+            trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed))
             rows.append({**run_row(trained, seed, None), **signal_row(trained.history)})
     summaries = [summarise([r for r in rows if r["variant"] == v.key]) for v in variants(opts.quick)]
     label = regime_setting(regime, seeds[0], opts.quick).label
