@@ -33,7 +33,8 @@ EPILOG = f"""\
 exit codes:
   {EXIT_OK}   finished (metrics.json written)
   {EXIT_DIVERGED}   diverged: non-finite loss/γ/weights; the message names the step, the last good checkpoint stays
-  {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted
+  {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted;
+      also a checkpoint that cannot be written (full disk): its partial files go, the previous one stays
   {EXIT_PREEMPTED}  preempted by SIGTERM: a checkpoint of the current step was saved; rerun with --resume
   {EXIT_INTERRUPTED} interrupted by Ctrl-C: the same (a second Ctrl-C aborts at once; the last checkpoint stays)
 

@@ -319,6 +319,28 @@ def test_second_ctrl_c_aborts_at_once(tmp_path):
     assert latest_step(run_dir) == (4, 4)
 
 
+@pytest.mark.slow
+def test_full_disk_during_a_checkpoint_is_one_line_and_resumable(reference, run_cli, tmp_path, monkeypatch):
+    """The 2nd checkpoint (global step 8) runs out of space half-way through optimizer.bin: exit 2 with one
+    line naming the checkpoint, the cause, the free space and the intact previous checkpoint; the partial
+    files are gone; that checkpoint (step 4) resumes to the uninterrupted run's end."""
+    config, run_dir = config_for(tmp_path, "mixup"), tmp_path / "run"
+    with monkeypatch.context() as patch:
+        faults.disk_full_in_checkpoint(patch, save=2)
+        code, _, err = run_cli(["--config", config, "--run-dir", run_dir])
+    ckpts = run_dir / "checkpoints"
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: cannot write checkpoint {ckpts}/ckpt-000000008: No space left on device (")
+    assert f" free on {ckpts}); the newest complete checkpoint {ckpts}/ckpt-000000004 is intact; " in err
+    assert err.strip().endswith(f"continue with --run-dir {run_dir} --resume")
+    assert sorted(p.name for p in ckpts.iterdir()) == ["ckpt-000000004", "latest"]  # no partial directory left
+    assert latest_step(run_dir) == (4, 4) and not (run_dir / "metrics.json").exists()
+    code, out, err = run_cli(["--run-dir", run_dir, "--resume"])
+    assert code == 0, err
+    assert "after epoch 1, step 4" in out
+    assert assert_same_run(reference("mixup"), run_dir) >= 4
+
+
 def test_pointers_fall_back_to_text_files_without_symlinks(tmp_path, monkeypatch):
     """Filesystems without symlinks: ``latest.txt`` names the checkpoint and protects it from pruning."""
     from metacal.train import checkpoint
