@@ -5,7 +5,8 @@
     python scripts/train.py --run-dir runs/x --resume        # after a crash, kill or preemption
 
 Exit codes: 0 finished, 1 diverged (NaN/inf; last good checkpoint kept), 2 bad input (one line on stderr),
-75 preempted by SIGTERM (checkpoint saved at the current step; rerun with --resume).
+75 preempted by SIGTERM (checkpoint saved at the current step; rerun with --resume), 130 interrupted by
+Ctrl-C (the same; a second Ctrl-C aborts at once).
 """
 
 import sys

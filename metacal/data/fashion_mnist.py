@@ -3,7 +3,8 @@
 
 Search order without ``root``: ``$METACAL_DATA/fashion_mnist``, ``$METACAL_DATA/FashionMNIST/raw``,
 ``/usr/share/datasets/fashion-mnist`` (Debian package ``dataset-fashion-mnist``), then
-``~/.cache/metacal/{fashion_mnist, FashionMNIST/raw}``. With ``root``: ``root``, ``root/fashion_mnist``
+``~/.cache/metacal/{fashion_mnist, FashionMNIST/raw}``; ``METACAL_NO_SYSTEM_DATASETS=1`` leaves the Debian
+folder out (to see what a machine without the package does). With ``root``: ``root``, ``root/fashion_mnist``
 and torchvision's ``root/FashionMNIST/raw`` only. ``download=True`` uses torchvision.datasets.FashionMNIST.
 """
 
@@ -18,7 +19,7 @@ from .bundle import DataBundle
 from .errors import DataNotFoundError
 from .idx import read_idx
 from .image_datasets import ImageArrayDataset
-from .paths import ENV_VAR, download_root
+from .paths import ENV_VAR, NO_SYSTEM_ENV_VAR, download_root, system_datasets_hidden
 from .registry import DATASETS
 from .splits import DEFAULT_SPLIT
 
@@ -39,7 +40,8 @@ def search_dirs(root=None) -> list[Path]:
         env = Path(os.environ[ENV_VAR]).expanduser()
         dirs += [env / "fashion_mnist", env / "FashionMNIST" / "raw"]
     cache = Path.home() / ".cache" / "metacal"
-    return dirs + [SYSTEM_DIR, cache / "fashion_mnist", cache / "FashionMNIST" / "raw"]
+    system = [] if system_datasets_hidden() else [SYSTEM_DIR]
+    return dirs + system + [cache / "fashion_mnist", cache / "FashionMNIST" / "raw"]
 
 
 def _file(folder: Path, stem: str) -> Path | None:
@@ -56,8 +58,11 @@ def find_fashion_mnist_files(root=None) -> dict[str, Path]:
         files = {key: _file(folder, stem) for key, stem in _STEMS.items()}
         if all(files.values()):
             return files  # type: ignore[return-value]
+    hidden = ""
+    if root is None and system_datasets_hidden():  # say why an installed package was not found
+        hidden = f" ({SYSTEM_DIR} is left out: {NO_SYSTEM_ENV_VAR} is set)"
     raise DataNotFoundError("fashion_mnist", looked, "apt-get install dataset-fashion-mnist, or pass "
-                            "download=True (uses torchvision.datasets.FashionMNIST)",
+                            f"download=True (uses torchvision.datasets.FashionMNIST){hidden}",
                             "<dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]")
 
 

@@ -1,7 +1,12 @@
 """Where datasets are looked for and where generated data is cached.
 
 Order for a dataset without an explicit ``root``: ``$METACAL_DATA`` (if set), then
-``~/.cache/metacal``. An explicit ``root`` is authoritative: only it is searched.
+``~/.cache/metacal``; datasets installed system-wide (Debian's ``/usr/share/datasets``) where a loader
+knows them. An explicit ``root`` is authoritative: only it is searched.
+
+``METACAL_NO_SYSTEM_DATASETS=1`` leaves the system-wide locations out of every search, so a machine that
+has a dataset installed can check what a fresh machine without it does (CI's second pass: the tests that
+need the data skip, the loaders raise their "not found" error).
 """
 
 from __future__ import annotations
@@ -10,6 +15,12 @@ import os
 from pathlib import Path
 
 ENV_VAR = "METACAL_DATA"
+NO_SYSTEM_ENV_VAR = "METACAL_NO_SYSTEM_DATASETS"
+
+
+def system_datasets_hidden() -> bool:
+    """``$METACAL_NO_SYSTEM_DATASETS`` is set to something other than empty, ``0``, ``false`` or ``no``."""
+    return os.environ.get(NO_SYSTEM_ENV_VAR, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def data_home() -> Path:

@@ -7,18 +7,18 @@ From Python::
     cfg = load_config("configs/quickstart.yaml", ["schedule.epochs=2"])
     result = train(cfg, prepare_run_dir("runs/try"))      # result.metrics == metrics.json
 
-Modules: ``config`` (schema + loader), ``cli`` (exit codes 0 / 1 diverged / 2 bad input / 75 preempted),
+Modules: ``config`` (schema + loader), ``cli`` (exit codes 0 / 1 diverged / 2 bad input / 75 preempted / 130 Ctrl-C),
 ``run_dir``, ``components`` (builders), ``steps`` (the iteration: plain, or the meta learner from
 ``meta.*``), ``setup`` (everything built before the first epoch), ``loop`` (the epoch loop), ``evaluation``, ``outputs`` (metrics.json & co.), ``tb_logging``, ``checkpoint`` (crash-safe
-checkpoint scheme), ``compat`` (may a config resume a checkpoint), ``preemption`` (SIGTERM, test hooks),
+checkpoint scheme), ``compat`` (may a config resume a checkpoint), ``preemption`` (SIGTERM and Ctrl-C),
 ``atomic_io``.
 """
 
 from .checkpoint import CheckpointError
 from .config import Config, ConfigError, load_config
 from .loop import RunResult, TrainingDivergedError, make_accelerator, train
-from .preemption import EXIT_PREEMPTED, Preempted
+from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
 from .run_dir import RunPaths, prepare_run_dir
 
-__all__ = ["CheckpointError", "Config", "ConfigError", "EXIT_PREEMPTED", "Preempted", "RunPaths", "RunResult",
-           "TrainingDivergedError", "load_config", "make_accelerator", "prepare_run_dir", "train"]
+__all__ = ["CheckpointError", "Config", "ConfigError", "EXIT_INTERRUPTED", "EXIT_PREEMPTED", "Preempted", "RunPaths",
+           "RunResult", "TrainingDivergedError", "load_config", "make_accelerator", "prepare_run_dir", "train"]

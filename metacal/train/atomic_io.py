@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -75,3 +76,35 @@ def point_symlink(link: Path, target_name: str) -> None:
     os.symlink(target_name, tmp)
     os.replace(tmp, link)
     fsync_dir(link.parent)
+
+
+def write_errors() -> tuple[type[BaseException], ...]:
+    """What a failed write (full disk, quota, I/O error) raises: OSError, or the RuntimeError / SafetensorError
+    that torch.save and safetensors turn it into."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # older safetensors
+        return (OSError, RuntimeError)
+    return (OSError, RuntimeError, SafetensorError)
+
+
+def free_space(path: Path) -> str:
+    """Free space of the filesystem holding ``path`` (``123.4 MB``), or ``unknown``."""
+    try:
+        free = float(shutil.disk_usage(path).free)
+    except OSError:
+        return "unknown"
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if free < 1024 or unit == "GB":
+            return f"{free:.0f} {unit}" if unit == "bytes" else f"{free:.1f} {unit}"
+        free /= 1024
+    return "unknown"
+
+
+def describe_write_failure(err: BaseException, directory: Path) -> str:
+    """``No space left on device (12.0 KB free on DIR)``: the cause of a failed write and the space left."""
+    if isinstance(err, OSError) and err.strerror:
+        cause = err.strerror
+    else:
+        cause = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
+    return f"{cause} ({free_space(directory)} free on {directory})"

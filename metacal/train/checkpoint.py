@@ -31,6 +31,11 @@ Finding the checkpoint to resume from (:func:`find_latest`): the complete ``ckpt
 newer renamed directory wins (it is complete). A checkpoint whose files do not match its manifest
 (truncated or corrupted later, e.g. by a full disk or a copy) is NOT silently skipped: loading it raises
 :class:`CheckpointError` naming the file (the CLI exits 2 and deletes nothing).
+
+A save that fails while writing (a full disk, a quota, an I/O error: ``OSError``, or the ``RuntimeError`` /
+``SafetensorError`` torch and safetensors turn such errors into) removes its temporary directory — which
+also gives the space back — and raises :class:`CheckpointWriteError`: one line naming the checkpoint, the
+cause, the free space left and the newest complete checkpoint, which the failed save did not touch.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
-from .atomic_io import fsync_dir, fsync_tree, point_symlink, write_text_atomic
+from .atomic_io import describe_write_failure, fsync_dir, fsync_tree, point_symlink, write_errors, write_text_atomic
 
 MANIFEST = "MANIFEST.json"
 STATE_JSON = "train_state.json"
@@ -54,6 +59,23 @@ CONFIG = "config.yaml"
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used (missing, corrupt, or made by an incompatible config)."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint could not be written (e.g. the disk is full); the previous complete one is untouched."""
+
+
+def _write_failed(err: BaseException, checkpoints: Path, tmp: Path, final: Path) -> CheckpointWriteError:
+    """Remove the partial checkpoint (that frees its space) and describe the failure in one line."""
+    if tmp.exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+    latest = find_latest(checkpoints)
+    if latest is not None:
+        kept = (f"the newest complete checkpoint {latest} is intact; free some space, then continue with "
+                f"--run-dir {checkpoints.parent} --resume")
+    else:
+        kept = "no complete checkpoint exists yet; free some space, then start again with --overwrite"
+    return CheckpointWriteError(f"cannot write checkpoint {final}: {describe_write_failure(err, checkpoints)}; {kept}")
 
 
 @dataclass
@@ -131,16 +153,19 @@ def save_checkpoint(accelerator: Accelerator, checkpoints: Path, state: TrainSta
         if tmp.exists():
             shutil.rmtree(tmp)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    torch.save(progress, tmp / f"progress_rank{accelerator.process_index}.pt")
-    accelerator.wait_for_everyone()
-    if main:
-        _write_manifest(tmp, state, config_yaml, accelerator.num_processes)
-        _publish(tmp, final)
-        if best:  # before `latest`: whatever a kill leaves, `best` matches the state a resume continues
-            _point(checkpoints / "best", name)
-        _point(checkpoints / "latest", name)
-        _prune(checkpoints)
+    try:
+        accelerator.save_state(str(tmp))
+        torch.save(progress, tmp / f"progress_rank{accelerator.process_index}.pt")
+        accelerator.wait_for_everyone()
+        if main:
+            _write_manifest(tmp, state, config_yaml, accelerator.num_processes)
+            _publish(tmp, final)
+            if best:  # before `latest`: whatever a kill leaves, `best` matches the state a resume continues
+                _point(checkpoints / "best", name)
+            _point(checkpoints / "latest", name)
+            _prune(checkpoints)
+    except write_errors() as err:
+        raise _write_failed(err, checkpoints, tmp, final) from None
     accelerator.wait_for_everyone()
     return final
 

@@ -9,7 +9,8 @@ Exit codes (also in ``--help``): 0 finished; 1 diverged (NaN/inf loss, meta obje
 the message names the step; the last good checkpoint stays); 2 bad input (config typo or wrong type,
 unknown name, missing data, unusable run directory, missing/corrupt/incompatible checkpoint) — one
 line on stderr, nothing deleted; 75 preempted (SIGTERM: a checkpoint of the current step was saved;
-rerun with ``--resume``). Bad input never prints a traceback.
+rerun with ``--resume``); 130 interrupted (Ctrl-C: the same, a second Ctrl-C aborts at once). Bad input
+never prints a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from metacal.registry import UnknownNameError
 
 from .checkpoint import CONFIG, CheckpointError, find_latest, no_checkpoint_message
 from .config import ConfigError, load_config
-from .preemption import EXIT_PREEMPTED, Preempted, handle_sigterm
+from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted, handle_stop_signals
 from .run_dir import RunPaths, clear_run_dir, default_run_dir, prepare_run_dir
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
@@ -32,8 +33,10 @@ EPILOG = f"""\
 exit codes:
   {EXIT_OK}   finished (metrics.json written)
   {EXIT_DIVERGED}   diverged: non-finite loss/γ/weights; the message names the step, the last good checkpoint stays
-  {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted
+  {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted;
+      also a checkpoint that cannot be written (full disk): its partial files go, the previous one stays
   {EXIT_PREEMPTED}  preempted by SIGTERM: a checkpoint of the current step was saved; rerun with --resume
+  {EXIT_INTERRUPTED} interrupted by Ctrl-C: the same (a second Ctrl-C aborts at once; the last checkpoint stays)
 
 checkpoints: every epoch end, plus every run.checkpoint_every_steps global steps (0 = off). A run killed at
 any moment (even mid-epoch) continues with --run-dir DIR --resume and ends with the same metrics and weights.
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     accelerator = None
     existed = bool(args.run_dir) and Path(args.run_dir).exists()
     try:
-        with handle_sigterm():
+        with handle_stop_signals():
             cfg = resolve_config(args)
             accelerator = make_accelerator(cfg)
             paths = _prepare_paths(args, accelerator)
@@ -147,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         _report(accelerator, f"error: {err}{where}")
         return EXIT_DIVERGED
     except Preempted as err:
-        _report(accelerator, f"preempted: {err}")
-        return EXIT_PREEMPTED
+        _report(accelerator, f"{err.label}: {err}")
+        return err.exit_code
     finally:
         if accelerator is not None:
             accelerator.end_training()

@@ -13,7 +13,7 @@ Robustness (see :mod:`metacal.train.checkpoint` for the on-disk scheme):
   a resume mid-epoch skips the batches already done (``accelerator.skip_first_batches``) and restores
   the epoch's accumulators (loss sums, γ of every sample so far), so the epoch's numbers, the final
   metrics and the weights equal those of an uninterrupted run;
-* SIGTERM (with :func:`metacal.train.preemption.handle_sigterm` installed) → a checkpoint at the next
+* SIGTERM or Ctrl-C (with :func:`metacal.train.preemption.handle_stop_signals` installed) → a checkpoint at the next
   step boundary, then :class:`~metacal.train.preemption.Preempted`;
 * a non-finite loss / meta objective / γ, or non-finite weights at a checkpoint, raises
   :class:`TrainingDivergedError` naming the step; nothing is saved after a non-finite value.

@@ -4,6 +4,8 @@ Layout::
 
     run_dir/
       config.yaml            fully resolved config
+      runtime.json           {"sessions": [...]}: per start (and resume) the processes, device, distributed
+                             backend, mixed precision, the processes the launcher asked for, versions
       tensorboard/           TensorBoard event files
       checkpoints/ckpt-*/    complete checkpoints (accelerate save_state + manifest; see metacal.train.checkpoint)
       checkpoints/latest     symlink to the newest one (end of an epoch, or mid-epoch with
@@ -36,6 +38,10 @@ class RunPaths:
     @property
     def config(self) -> Path:
         return self.root / "config.yaml"
+
+    @property
+    def runtime(self) -> Path:
+        return self.root / "runtime.json"
 
     @property
     def tensorboard(self) -> Path:

@@ -13,13 +13,13 @@ from accelerate.utils import DataLoaderConfiguration, set_seed
 
 from metacal.meta import MetaLearner, PlainStep
 
-from . import components, preemption
+from . import components, launch_info, preemption
 from .atomic_io import write_text_atomic
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .compat import resume_point
 from .config import Config, ConfigError, to_yaml
 from .run_dir import RunPaths
-from .runtime import configure_process
+from .runtime import configure_process, preload_forward_ad
 from .steps import build_step
 from .tb_logging import TBLogger
 
@@ -97,8 +97,11 @@ class Run:
                                self.config_yaml, best)
 
     def preempted(self, where: str, saved) -> preemption.Preempted:
+        """The stop after a signal, with the one line that says how to continue."""
+        signum = preemption.requested_signal()
         what = f"checkpoint saved: {saved}" if saved is not None else "no checkpoint (run.save_checkpoints=false)"
-        return preemption.Preempted(f"stopped by SIGTERM after {where}; {what}; continue with --resume")
+        return preemption.Preempted(f"stopped by {preemption.signal_name(signum)} after {where}; {what}; "
+                                    f"continue with --run-dir {self.paths.root} --resume", signum)
 
 
 def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
@@ -106,7 +109,10 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
     """Build every component (a config error raises before anything is written), load the checkpoint when
     resuming, then write the resolved config.yaml and open TensorBoard on the main process."""
     set_seed(cfg.run.seed)
+    runtime_info = launch_info.start(accelerator)  # processes, device, backend: said before anything is built
     configure_process(cfg.run, accelerator.device)
+    if cfg.meta.enabled:  # the meta step may use forward-mode AD; load it now, without torch's jit warning
+        preload_forward_ad()
     n = accelerator.num_processes
     if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.meta.enabled and cfg.meta.batch_size % n):
         raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
@@ -142,6 +148,7 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
         if before_first_write is not None:
             before_first_write()
         write_text_atomic(paths.config, run.config_yaml)
+        launch_info.record(paths.runtime, runtime_info, resumed=resume_from is not None)
         if cfg.logging.tensorboard:
             run.tb = TBLogger(paths.tensorboard)
     return run

@@ -7,18 +7,24 @@ test hooks). Each installer takes a ``pytest.MonkeyPatch`` (undone by the caller
   :mod:`metacal.train.checkpoint`: ``partial`` (state files written, no manifest), ``written`` (temporary
   directory complete and fsynced, not renamed), ``renamed`` (renamed, ``best``/``latest`` not yet switched),
   ``pointed`` (pointers switched, older checkpoints not yet pruned).
+* :func:`disk_full_in_checkpoint` — the N-th checkpoint's write of one state file stops half-way with
+  ENOSPC ("No space left on device"), as on a full disk.
 
 :func:`signal_self` turns a signal into an action (SIGKILL: the process dies on the spot).
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import signal
+from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
 import pytest
+import torch
 
 from metacal.meta import MetaLearner, PlainStep
 from metacal.train import checkpoint
@@ -79,3 +85,22 @@ def in_checkpoint(monkeypatch: pytest.MonkeyPatch, stage: str, save: int, action
     name, when = STAGES[stage]
     _wrap(monkeypatch, checkpoint, name, **{when: fire})
     _wrap(monkeypatch, checkpoint, "_write_manifest", before=count)  # outermost: counted before ``partial`` fires
+
+
+def disk_full_in_checkpoint(monkeypatch: pytest.MonkeyPatch, save: int, filename: str = "optimizer.bin") -> None:
+    """The ``save``-th ``torch.save`` into a file called ``filename`` (accelerate writes ``optimizer.bin`` once
+    per checkpoint) writes half of its bytes, then fails with ENOSPC like a full disk."""
+    original, writes = torch.save, 0
+
+    def save_until_full(obj, f, *args, **kwargs):
+        nonlocal writes
+        if isinstance(f, (str, os.PathLike)) and Path(f).name == filename:
+            writes += 1
+            if writes == save:
+                buffer = io.BytesIO()
+                original(obj, buffer, *args, **kwargs)
+                Path(f).write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(f))
+        return original(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_until_full)

@@ -2,6 +2,7 @@
 
     python tests/train/hooked_train.py kill_at_step=15 --config c.yaml --run-dir runs/x
     python tests/train/hooked_train.py sigterm_at_step=20 ...
+    python tests/train/hooked_train.py sigint_at_step=6 ...                 # Ctrl-C; sigint_twice_at_step: two
     python tests/train/hooked_train.py kill_in_checkpoint=written:3 ...     # STAGE:N-th save
 
 The first argument names the fault; the rest go to the trainer unchanged.
@@ -21,16 +22,21 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train.py"
 
 
 def install(monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
-    """Install ``fault`` (``kill_at_step=G``, ``sigterm_at_step=G`` or ``kill_in_checkpoint=STAGE:N``)."""
+    """Install ``fault`` (``kill_at_step=G``, ``sigterm_at_step=G``, ``sigint_at_step=G``,
+    ``sigint_twice_at_step=G`` or ``kill_in_checkpoint=STAGE:N``)."""
     name, _, value = fault.partition("=")
     stage, _, save = value.partition(":")
-    if name in ("kill_at_step", "sigterm_at_step") and value.isdigit():
-        signum = signal.SIGKILL if name == "kill_at_step" else signal.SIGTERM
-        faults.after_step(monkeypatch, int(value), faults.signal_self(signum))
+    at_step = {"kill_at_step": signal.SIGKILL, "sigterm_at_step": signal.SIGTERM, "sigint_at_step": signal.SIGINT}
+    if name in at_step and value.isdigit():
+        faults.after_step(monkeypatch, int(value), faults.signal_self(at_step[name]))
+    elif name == "sigint_twice_at_step" and value.isdigit():  # Ctrl-C, then Ctrl-C again before the step ends
+        twice = faults.signal_self(signal.SIGINT)
+        faults.after_step(monkeypatch, int(value), lambda: (twice(), twice()))
     elif name == "kill_in_checkpoint" and stage in faults.STAGES and save.isdigit():
         faults.in_checkpoint(monkeypatch, stage, int(save), faults.signal_self(signal.SIGKILL))
     else:
-        sys.exit(f"hooked_train.py: unknown fault {fault!r}; expected kill_at_step=G, sigterm_at_step=G or "
+        sys.exit(f"hooked_train.py: unknown fault {fault!r}; expected kill_at_step=G, sigterm_at_step=G, "
+                 "sigint_at_step=G, sigint_twice_at_step=G or "
                  f"kill_in_checkpoint=STAGE:N with STAGE in {', '.join(faults.STAGES)}")
 
 

@@ -65,6 +65,10 @@ def test_meta_steps_keep_ranks_identical(two_process_runs):
     assert (metrics["val"]["n"], metrics["test"]["n"]) == (40, 120)
     # the meta steps did something: the γ-Net bias left its initial value τ·γ0 = 0.01
     assert abs(float(r0["gamma_net.bias"]) - 0.01) > 1e-4
+    # what the run said it ran on, kept in runtime.json: two gloo processes (accelerate: device cpu:0), no warning
+    sessions = json.loads((out / "runtime.json").read_text())["sessions"]
+    assert [(s["num_processes"], s["device"], s["backend"], s["distributed_type"], s["warning"])
+            for s in sessions] == [(2, "cpu:0", "gloo", "MULTI_CPU", None)]
 
 
 @pytest.mark.slow

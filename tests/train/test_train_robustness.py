@@ -1,4 +1,5 @@
-"""Runs survive SIGKILL at any point (mid-epoch, inside a checkpoint write, at an epoch boundary) and SIGTERM.
+"""Runs survive SIGKILL at any point (mid-epoch, inside a checkpoint write, at an epoch boundary), SIGTERM
+and Ctrl-C (SIGINT).
 
 Each interrupted run is resumed with ``--run-dir DIR --resume`` and compared with an uninterrupted run of
 the same config without mid-epoch checkpoints: every number of metrics.json (val, test, test after TS),
@@ -284,6 +285,60 @@ def test_script_exits_75_on_sigterm_at_epoch_end_and_resumes(reference, run_cli,
     assert code == 0, err
     assert "epoch   2/3" in out and "epoch   1/3" not in out
     assert assert_same_run(reference("flgamma_sece"), run_dir) >= 4
+
+
+@pytest.mark.slow
+def test_script_exits_130_on_ctrl_c_and_resumes(reference, run_cli, tmp_path):
+    """The real script, a real SIGINT (Ctrl-C) after global step 6 (mid-epoch, between the periodic
+    checkpoints at 4 and 8): checkpoint at step 6, exit status 130, the resume command as the last line and
+    no traceback; the resume ends like the uninterrupted run."""
+    config, run_dir = config_for(tmp_path, "flgamma_sece"), tmp_path / "run"
+    proc = run_script("sigint_at_step=6", ["--config", config, "--run-dir", run_dir])
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"interrupted: stopped by Ctrl-C (SIGINT) after epoch 1, step 6 (global step 6); checkpoint saved: "
+        f"{run_dir}/checkpoints/ckpt-000000006; continue with --run-dir {run_dir} --resume")
+    assert "press Ctrl-C again to abort at once" in proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+    assert latest_step(run_dir) == (6, 6)
+    assert not (run_dir / "metrics.json").exists()
+    code, out, err = run_cli(["--run-dir", run_dir, "--resume"])
+    assert code == 0, err
+    assert "after epoch 1, step 6" in out
+    assert assert_same_run(reference("flgamma_sece"), run_dir) >= 4
+
+
+@pytest.mark.slow
+def test_second_ctrl_c_aborts_at_once(tmp_path):
+    """Ctrl-C twice within one step: the process dies by SIGINT there (no checkpoint of that step, no
+    traceback); the periodic checkpoint before it (global step 4) is what a resume finds."""
+    config, run_dir = config_for(tmp_path, "mixup"), tmp_path / "run"
+    proc = run_script("sigint_twice_at_step=6", ["--config", config, "--run-dir", run_dir])
+    assert proc.returncode == -signal.SIGINT, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "interrupted:" not in proc.stderr
+    assert latest_step(run_dir) == (4, 4)
+
+
+@pytest.mark.slow
+def test_full_disk_during_a_checkpoint_is_one_line_and_resumable(reference, run_cli, tmp_path, monkeypatch):
+    """The 2nd checkpoint (global step 8) runs out of space half-way through optimizer.bin: exit 2 with one
+    line naming the checkpoint, the cause, the free space and the intact previous checkpoint; the partial
+    files are gone; that checkpoint (step 4) resumes to the uninterrupted run's end."""
+    config, run_dir = config_for(tmp_path, "mixup"), tmp_path / "run"
+    with monkeypatch.context() as patch:
+        faults.disk_full_in_checkpoint(patch, save=2)
+        code, _, err = run_cli(["--config", config, "--run-dir", run_dir])
+    ckpts = run_dir / "checkpoints"
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: cannot write checkpoint {ckpts}/ckpt-000000008: No space left on device (")
+    assert f" free on {ckpts}); the newest complete checkpoint {ckpts}/ckpt-000000004 is intact; " in err
+    assert err.strip().endswith(f"continue with --run-dir {run_dir} --resume")
+    assert sorted(p.name for p in ckpts.iterdir()) == ["ckpt-000000004", "latest"]  # no partial directory left
+    assert latest_step(run_dir) == (4, 4) and not (run_dir / "metrics.json").exists()
+    code, out, err = run_cli(["--run-dir", run_dir, "--resume"])
+    assert code == 0, err
+    assert "after epoch 1, step 4" in out
+    assert assert_same_run(reference("mixup"), run_dir) >= 4
 
 
 def test_pointers_fall_back_to_text_files_without_symlinks(tmp_path, monkeypatch):
