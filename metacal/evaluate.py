@@ -90,11 +90,11 @@ def format_table(result: dict, num_bins: int) -> str:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line instead of usage + message
-        raise InputError(f"{message} (see {PROG} --help)")
+        raise InputError(f"{message} (see {self.prog} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Calibration metrics of saved predictions (.npz).")
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description="Calibration metrics of saved predictions (.npz).")
     parser.add_argument("predictions", help="PRED.npz with 'labels' and 'logits' (or 'probs')")
     parser.add_argument("--bins", type=int, default=15, help="bins for the binned metrics and HB (default 15)")
     parser.add_argument("--calib", metavar="VAL.npz", help="fit TS (NLL), TS (ECE grid) and HB on these predictions")
@@ -103,9 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
         if args.bins < 1:
             raise InputError(f"--bins must be a positive integer, got {args.bins}")
         pred = load_predictions(args.predictions)
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=Path(args.predictions).name)
     except (InputError, ValueError, FileNotFoundError, OSError) as exc:
-        print(f"{PROG}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        print(f"{prog}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result, allow_nan=False))
@@ -125,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.plot:
             print(f"reliability diagram written to {args.plot}")
     return 0
+
+
+def console_main() -> int:
+    """Entry point of the ``metacal-evaluate`` console script."""
+    return main(prog="metacal-evaluate")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""``scripts/train.py``: train one model from a YAML config.
+"""``scripts/train.py`` / ``python -m metacal.train`` / ``metacal-train``: train one model from a YAML config.
 
-    python scripts/train.py --config configs/quickstart.yaml [--set optim.lr=0.05 ...]
+    python -m metacal.train --config configs/quickstart.yaml [--set optim.lr=0.05 ...]
                             [--run-dir DIR] [--resume] [--overwrite]
 
 Multi-process: ``torchrun --nproc_per_node 2 scripts/train.py ...`` (CPU: gloo) or ``accelerate launch``.
@@ -40,8 +40,14 @@ any moment (even mid-epoch) continues with --run-dir DIR --resume and ends with 
 examples: configs/README.md"""
 
 
+def _prog() -> str:
+    """How the trainer was started: ``python -m metacal.train``, ``metacal-train`` or ``train.py``."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "train.py"
+    return "python -m metacal.train" if name == "__main__.py" else name
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="train.py", description="Train a calibrated classifier from a YAML config.",
+    p = argparse.ArgumentParser(prog=_prog(), description="Train a calibrated classifier from a YAML config.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="YAML config (may name a 'base:' file); optional with --resume")
     p.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
