@@ -15,6 +15,7 @@ rerun with ``--resume``). Bad input never prints a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,13 +25,14 @@ from .checkpoint import CONFIG, CheckpointError, find_latest, no_checkpoint_mess
 from .config import ConfigError, load_config
 from .preemption import EXIT_PREEMPTED, Preempted, handle_sigterm
 from .run_dir import RunPaths, clear_run_dir, default_run_dir, prepare_run_dir
+from .run_summary import end_of_run_summary, finished_note
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
 USER_ERRORS = (ConfigError, CheckpointError, UnknownNameError, OSError)  # OSError: FileNotFound, Permission…
 
 EPILOG = f"""\
 exit codes:
-  {EXIT_OK}   finished (metrics.json written)
+  {EXIT_OK}   finished (metrics.json written), or --resume of a run that is already finished (nothing done)
   {EXIT_DIVERGED}   diverged: non-finite loss/γ/weights; the message names the step, the last good checkpoint stays
   {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted
   {EXIT_PREEMPTED}  preempted by SIGTERM: a checkpoint of the current step was saved; rerun with --resume
@@ -136,12 +138,22 @@ def main(argv: list[str] | None = None) -> int:
     existed = bool(args.run_dir) and Path(args.run_dir).exists()
     try:
         with handle_sigterm():
+            if args.resume and args.run_dir and (note := finished_note(Path(args.run_dir), lambda: resolve_config(args))):
+                if os.environ.get("RANK", "0") == "0":
+                    print(note)
+                return EXIT_OK
             cfg = resolve_config(args)
             accelerator = make_accelerator(cfg)
             paths = _prepare_paths(args, accelerator)
-            accelerator.print(f"run directory: {paths.root}")
-            wipe = (lambda: clear_run_dir(paths.root)) if args.overwrite else None
-            train(cfg, paths, resume=args.resume, accelerator=accelerator, before_first_write=wipe)
+
+            def started() -> None:  # main process, once every component is built: the run will start
+                if args.overwrite:
+                    clear_run_dir(paths.root)
+                print(f"run directory: {paths.root}", flush=True)
+
+            result = train(cfg, paths, resume=args.resume, accelerator=accelerator, before_first_write=started)
+            if accelerator.is_main_process:
+                print(end_of_run_summary(result.metrics, paths, cfg.schedule.epochs), flush=True)
     except USER_ERRORS as err:
         if paths is not None and not existed and (accelerator is None or accelerator.is_main_process):
             _remove_if_empty(paths.root)  # created by this call and still empty: leave no trace
