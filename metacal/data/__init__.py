@@ -16,5 +16,6 @@ from . import cifar, fashion_mnist, gaussian_mixture, mnist1d, svhn, tiny_imagen
 from .loaders import InfiniteLoader, make_loader
 from .splits import split_indices
 
-__all__ = ["DATASETS", "DataBundle", "DataNotFoundError", "DataSubset", "DownloadError", "InfiniteLoader", "available", "build",
+__all__ = ["DATASETS", "DataBundle", "DataNotFoundError", "DataSubset", "DownloadError", "InfiniteLoader", "available",
+           "build",
            "make_loader", "split_indices"]

@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Name
     ap.add_argument("--configs", nargs="+", required=True, help="config YAML files (the grid's methods)")
     ap.add_argument("--seeds", nargs="+", type=int, required=True, help="seeds, e.g. 0 1 2")
     ap.add_argument("--out", required=True, help="sweep directory; runs go to OUT/<config-stem>/seed<S>")
-    ap.add_argument("--jobs", type=int, default=1, help="trainer processes at a time (default 1); each gets OMP_NUM_THREADS=cores//N unless set")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="trainer processes at a time (default 1); each gets OMP_NUM_THREADS=cores//N unless set")
     ap.add_argument("--set", nargs="+", action="extend", default=[], metavar="K=V", dest="overrides",
                     help="config overrides passed to every run (not run.seed)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")

@@ -1,7 +1,8 @@
 """Sweep over configs × seeds: plan (skip finished / resume interrupted / restart or start) and execute.
 
 Each grid cell runs ``TRAIN_CMD --config CFG --set run.seed=S [--set k=v ...] --run-dir OUT/<config-stem>/seed<S>
-[--resume | --overwrite]`` (TRAIN_CMD by default ``python -m metacal.train``) as a subprocess (stdout/stderr → ``OUT/logs/<stem>_seed<S>.log``). Every outcome is
+[--resume | --overwrite]`` (TRAIN_CMD by default ``python -m metacal.train``) as a subprocess
+(stdout/stderr → ``OUT/logs/<stem>_seed<S>.log``). Every outcome is
 appended to ``OUT/sweep_log.jsonl`` (one JSON object per run: config, seed, run_dir, action, status, exit_code,
 seconds, message). A run counts as succeeded only if the trainer exits 0 AND marked the run finished.
 """

@@ -199,6 +199,7 @@ def check_one_dataset(runs: list[Run], root: str | Path) -> None:
         for name, group in sorted(by_dataset.items()):
             shown = ", ".join(str(r.path.relative_to(root)) if r.path.is_relative_to(root) else str(r.path)
                               for r in group[:2])
-            parts.append(f"{name} ({len(group)} run{'s' if len(group) > 1 else ''}: {shown}{', …' if len(group) > 2 else ''})")
+            more = ", …" if len(group) > 2 else ""
+            parts.append(f"{name} ({len(group)} run{'s' if len(group) > 1 else ''}: {shown}{more})")
         raise ValueError(f"the runs under {root} mix datasets: {'; '.join(parts)}; report each dataset's runs "
                          "from a folder of its own")

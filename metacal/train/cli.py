@@ -138,9 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     existed = bool(args.run_dir) and Path(args.run_dir).exists()
     try:
         with handle_sigterm():
-            if args.resume and args.run_dir and (note := finished_note(Path(args.run_dir), lambda: resolve_config(args))):
+            finished = args.resume and args.run_dir and finished_note(Path(args.run_dir), lambda: resolve_config(args))
+            if finished:  # --resume of a run that already finished: say so, train nothing
                 if os.environ.get("RANK", "0") == "0":
-                    print(note)
+                    print(finished)
                 return EXIT_OK
             cfg = resolve_config(args)
             accelerator = make_accelerator(cfg)

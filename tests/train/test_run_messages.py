@@ -82,9 +82,11 @@ def test_finished_note_cases(tmp_path):
     assert finished_note(_fake_run(tmp_path / "a", finished=False, epoch=2), never) is None
     assert finished_note(tmp_path / "missing", never) is None
     done = _fake_run(tmp_path / "b", finished=True, epoch=2)  # no config.yaml in the checkpoint: nothing to compare
-    assert "is already finished (2 epochs" in finished_note(done, lambda: load_config(None, ["data.name=mnist1d", "model.name=mlp", "schedule.epochs=2"]))
+    base = ["data.name=mnist1d", "model.name=mlp"]
+    note = finished_note(done, lambda: load_config(None, base + ["schedule.epochs=2"]))
+    assert "is already finished (2 epochs" in note
     # more epochs asked for: the resume trains them
-    assert finished_note(done, lambda: load_config(None, ["data.name=mnist1d", "model.name=mlp", "schedule.epochs=3"])) is None
+    assert finished_note(done, lambda: load_config(None, base + ["schedule.epochs=3"])) is None
     no_ckpt = _fake_run(tmp_path / "c", finished=True, epoch=None)
     assert finished_note(no_ckpt, never) == (f"{no_ckpt} is already finished (selected epoch 1; results in "
                                             f"{no_ckpt / 'metrics.json'}); it kept no checkpoint, so there is "
