@@ -1,6 +1,7 @@
 """Evaluate saved predictions: calibration metrics before and after post-hoc calibration.
 
     python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz] [--json] [--plot OUT.png]
+    python -m metacal.evaluate runs/<name>            # every .npz of the run's predictions/ (val, test)
 
 PRED.npz (read by ``metacal.predictions.load_predictions``) holds ``labels`` (N integers in [0, K)) and
 either ``logits`` (N×K float) or ``probs`` (N×K, rows summing to 1 within 1e-3); if both are present,
@@ -14,6 +15,10 @@ logits: a file with only ``probs`` is scaled through log-probabilities used as l
 (softmax(log p / T) ∝ p^(1/T), the same family of maps), and the JSON then says
 ``"calib_logits_from": "log_probs"``.
 ``--plot OUT.png`` writes the reliability diagram of PRED (before post-hoc calibration).
+
+PRED may be a folder: every ``*.npz`` in it is evaluated (a run directory stands for its ``predictions/``);
+``--json`` then prints one object keyed by file name, the table one block per file. A folder without
+.npz files is one line saying so (exit code 2).
 
 Bad input (missing file or key, unreadable file, wrong shapes, NaN/inf, labels outside [0, K), probability
 rows not summing to 1) → one line on stderr and exit code 2.
@@ -90,41 +95,73 @@ def format_table(result: dict, num_bins: int) -> str:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line instead of usage + message
-        raise InputError(f"{message} (see {PROG} --help)")
+        raise InputError(f"{message} (see {self.prog} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Calibration metrics of saved predictions (.npz).")
-    parser.add_argument("predictions", help="PRED.npz with 'labels' and 'logits' (or 'probs')")
+def prediction_files(path: str | Path) -> list[Path]:
+    """The .npz files to evaluate: ``path`` itself, or every ``*.npz`` of a folder — a run directory stands for
+    its ``predictions/`` folder. A folder without any raises :class:`InputError` saying why."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]  # a missing or unreadable file is reported by load_predictions
+    folder = path / "predictions" if (path / "predictions").is_dir() else path
+    files = sorted(p for p in folder.glob("*.npz") if p.is_file())
+    if not files:
+        where = f"{folder} holds no .npz files" + ("" if folder != path else " and no predictions/ folder")
+        raise InputError(f"{where}; pass a PRED.npz, a predictions folder (val.npz, test.npz) or a run directory")
+    return files
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description="Calibration metrics of saved predictions (.npz).")
+    parser.add_argument("predictions", metavar="PRED",
+                        help="PRED.npz with 'labels' and 'logits' (or 'probs'), or a folder of them (a run's "
+                             "predictions/ or the run directory itself): every .npz in it is evaluated")
     parser.add_argument("--bins", type=int, default=15, help="bins for the binned metrics and HB (default 15)")
     parser.add_argument("--calib", metavar="VAL.npz", help="fit TS (NLL), TS (ECE grid) and HB on these predictions")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (fractions) instead of a table")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (fractions) instead of a table; for a folder, one object "
+                             "keyed by file name")
     parser.add_argument("--plot", metavar="OUT.png", help="write the reliability diagram of PRED to this PNG")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
         if args.bins < 1:
             raise InputError(f"--bins must be a positive integer, got {args.bins}")
-        pred = load_predictions(args.predictions)
+        files = prediction_files(args.predictions)
+        if args.plot and len(files) > 1:
+            raise InputError(f"--plot needs one PRED.npz; {args.predictions} holds {len(files)} "
+                             f"({', '.join(f.name for f in files)})")
         calib = load_predictions(args.calib) if args.calib else None
-        result = evaluate(pred, args.bins, calib)
+        results = {}
+        for file in files:
+            pred = load_predictions(file)
+            results[file.name] = evaluate(pred, args.bins, calib)
         if args.plot:
             from metacal.report.reliability import plot_reliability
 
-            plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=Path(args.predictions).name)
+            plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name)
     except (InputError, ValueError, FileNotFoundError, OSError) as exc:
-        print(f"{PROG}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        print(f"{prog}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
+    single = not Path(args.predictions).is_dir()
     if args.json:
-        print(json.dumps(result, allow_nan=False))
+        print(json.dumps(results[files[0].name] if single else results, allow_nan=False))
     else:
-        print(format_table(result, args.bins))
+        tables = [format_table(r, args.bins) if single else f"== {files[0].parent / name} ==\n"
+                  f"{format_table(r, args.bins)}" for name, r in results.items()]
+        print("\n\n".join(tables))
         if args.plot:
             print(f"reliability diagram written to {args.plot}")
     return 0
+
+
+def console_main() -> int:
+    """Entry point of the ``metacal-evaluate`` console script."""
+    return main(prog="metacal-evaluate")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Run one ablation study and write its page (Markdown + CSV + figures); see metacal/experiments/ablations/cli.py.
 
+    python scripts/ablate.py --help                        # the studies, one line each, and the common options
     python scripts/ablate.py bins --quick --out /tmp/abl
-    python scripts/ablate.py ground_truth                  # full mode → docs/ablations/ground_truth.md
+    python scripts/ablate.py ground_truth                  # full mode → runs/ablations/ground_truth/ground_truth.md
+    python scripts/ablate.py ground_truth --out docs/ablations   # regenerate the published page
 """
 
 import sys

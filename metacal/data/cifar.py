@@ -14,6 +14,7 @@ import numpy as np
 
 from .assemble import image_bundle
 from .bundle import DataBundle
+from .download import downloading
 from .errors import DataNotFoundError
 from .image_datasets import ImageArrayDataset
 from .paths import candidate_roots, download_root
@@ -68,8 +69,9 @@ def load_cifar(name: str, root=None, download: bool = False, label_type: str = "
 
         cls = tvd.CIFAR10 if name == "cifar10" else tvd.CIFAR100
         target = download_root(root)
-        for train in (True, False):
-            cls(str(target), train=train, download=True)
+        with downloading(name, getattr(cls, "url", "torchvision's URL"), target):
+            for train in (True, False):
+                cls(str(target), train=train, download=True)
         root = target
     folder_name, train_files, test_files, meta_file = _LAYOUT[name]
     folder = find_cifar_folder(name, root)

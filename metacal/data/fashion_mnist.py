@@ -16,6 +16,7 @@ from typing import Sequence
 
 from .assemble import image_bundle
 from .bundle import DataBundle
+from .download import downloading
 from .errors import DataNotFoundError
 from .idx import read_idx
 from .image_datasets import ImageArrayDataset
@@ -87,8 +88,10 @@ def build_fashion_mnist(root=None, seed: int = 0, split: Sequence[float] = DEFAU
         import torchvision.datasets as tvd
 
         target = download_root(root)
-        for train in (True, False):
-            tvd.FashionMNIST(str(target), train=train, download=True)
+        with downloading("fashion_mnist", " or ".join(getattr(tvd.FashionMNIST, "mirrors", ["torchvision's mirrors"])),
+                         target):
+            for train in (True, False):
+                tvd.FashionMNIST(str(target), train=train, download=True)
         root = target
     train, test = read_fashion_mnist(root)
     return image_bundle("fashion_mnist", train, test, num_classes=10, input_shape=(1, 28, 28),

@@ -12,6 +12,7 @@ import numpy as np
 
 from .assemble import image_bundle
 from .bundle import DataBundle
+from .download import downloading
 from .errors import DataNotFoundError
 from .image_datasets import ImageArrayDataset
 from .paths import candidate_roots, download_root
@@ -53,7 +54,9 @@ def build_svhn(root=None, seed: int = 0, split: Sequence[float] = DEFAULT_SPLIT,
 
         root = download_root(root)
         for part in _FILES:
-            tvd.SVHN(str(root), split=part, download=True)
+            url = getattr(tvd.SVHN, "split_list", {}).get(part, ["torchvision's URL"])[0]
+            with downloading("svhn", url, root):
+                tvd.SVHN(str(root), split=part, download=True)
     folder = find_svhn_folder(root)
     train, test = read_svhn_mat(folder / _FILES["train"]), read_svhn_mat(folder / _FILES["test"])
     return image_bundle("svhn", train, test, num_classes=10, input_shape=(3, 32, 32), mean=SVHN_MEAN,

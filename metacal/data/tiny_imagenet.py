@@ -12,6 +12,7 @@ from typing import Sequence
 
 from .assemble import image_bundle
 from .bundle import DataBundle
+from .download import downloading
 from .errors import DataNotFoundError
 from .image_datasets import ImageFileDataset
 from .paths import candidate_roots, download_root
@@ -76,7 +77,8 @@ def build_tiny_imagenet(root=None, seed: int = 0, split: Sequence[float] = DEFAU
 
         root = download_root(root)
         if not _complete(root / _FOLDER):
-            download_and_extract_archive(URL, str(root))
+            with downloading("tiny_imagenet", URL, root):
+                download_and_extract_archive(URL, str(root))
     folder = find_tiny_imagenet_folder(root)
     train, test, wnids = read_tiny_imagenet(folder)
     return image_bundle("tiny_imagenet", train, test, num_classes=len(wnids), input_shape=(3, 64, 64),

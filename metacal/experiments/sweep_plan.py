@@ -1,7 +1,8 @@
 """Sweep over configs × seeds: plan (skip finished / resume interrupted / restart or start) and execute.
 
 Each grid cell runs ``TRAIN_CMD --config CFG --set run.seed=S [--set k=v ...] --run-dir OUT/<config-stem>/seed<S>
-[--resume | --overwrite]`` as a subprocess (stdout/stderr → ``OUT/logs/<stem>_seed<S>.log``). Every outcome is
+[--resume | --overwrite]`` (TRAIN_CMD by default ``python -m metacal.train``) as a subprocess
+(stdout/stderr → ``OUT/logs/<stem>_seed<S>.log``). Every outcome is
 appended to ``OUT/sweep_log.jsonl`` (one JSON object per run: config, seed, run_dir, action, status, exit_code,
 seconds, message). A run counts as succeeded only if the trainer exits 0 AND marked the run finished.
 """
@@ -187,9 +188,13 @@ def _finish(p: PlannedRun, code: int, seconds: float) -> RunOutcome:
 
 
 def child_env(jobs: int) -> dict[str, str]:
-    """The trainers' environment: with several jobs, OMP_NUM_THREADS = cores // jobs (at least 1) so parallel
-    runs do not oversubscribe the CPU — unless the user already set it."""
+    """The trainers' environment: a source checkout's root first on PYTHONPATH (so ``-m metacal.train`` runs
+    the sweep's own code); with several jobs, OMP_NUM_THREADS = cores // jobs (at least 1) so parallel runs
+    do not oversubscribe the CPU — unless the user already set it."""
     env = dict(os.environ)
+    root = _checkout_root()  # the trainers import the same metacal as the sweep, wherever they start
+    if root is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     if jobs > 1 and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     return env
@@ -270,5 +275,13 @@ def execute_plan(
 
 
 def default_train_cmd() -> list[str]:
-    """``python scripts/train.py`` of this checkout, with the current interpreter."""
-    return [sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "train.py")]
+    """``python -m metacal.train`` with the current interpreter: works from a checkout and after ``pip install``."""
+    return [sys.executable, "-m", "metacal.train"]
+
+
+def _checkout_root() -> Path | None:
+    """The source checkout this metacal was imported from (it has pyproject.toml), or None when installed."""
+    import metacal
+
+    root = Path(metacal.__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() else None

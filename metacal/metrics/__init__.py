@@ -1,4 +1,6 @@
 """Calibration metrics on torch tensors (any device): probs N×K (rows sum to 1), labels N ints; fractions.
+Every public function also takes numpy arrays or lists (converted by ``inputs.as_tensor``); results are the
+same as for tensors (0-dim tensors or floats as each function documents).
 
 Modules: ``scores`` (error, NLL, Brier), ``binning`` (bins + per-bin table), ``calibration`` (ECE, MCE,
 RMSCE, ACE, ECE-sweep, KS, ECE vs #bins), ``classwise`` (classwise ECE/ACE), ``kde`` (KDE-ECE), ``smooth``
@@ -21,7 +23,7 @@ from .calibration import (
     rmsce,
 )
 from .classwise import classwise_ace, classwise_ece
-from .inputs import check_probs_labels, top_label
+from .inputs import as_tensor, check_probs_labels, top_label
 from .kde import kde_ece, kde_ece_from_confidence
 from .scores import brier, error_rate, nll
 from .smooth import sece_metric, sece_metric_from_confidence, smece, smece_from_confidence
@@ -31,6 +33,6 @@ __all__ = [
     "CalibrationAccumulator", "BinStatistics", "bin_index", "bin_statistics", "ace", "calibration_error",
     "calibration_error_from_confidence", "ece", "ece_sweep", "ece_sweep_from_confidence", "ece_vs_bins",
     "ks_error", "ks_error_from_confidence", "mce", "rmsce", "classwise_ace", "classwise_ece",
-    "check_probs_labels", "top_label", "kde_ece", "kde_ece_from_confidence", "brier", "error_rate", "nll",
+    "as_tensor", "check_probs_labels", "top_label", "kde_ece", "kde_ece_from_confidence", "brier", "error_rate", "nll",
     "sece_metric", "sece_metric_from_confidence", "smece", "smece_from_confidence", "SUMMARY_KEYS", "BINNING_FREE_KEYS", "binning_free_summary", "summary",
 ]  # fmt: skip

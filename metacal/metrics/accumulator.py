@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-from .inputs import PROB_SUM_ATOL, check_labels
+from .inputs import PROB_SUM_ATOL, array_inputs, check_labels
 from .summary import summary
 
 
@@ -42,6 +42,7 @@ class CalibrationAccumulator:
         self._labels: list[torch.Tensor] = []
 
     @torch.no_grad()
+    @array_inputs("logits_or_probs", "labels")
     def update(self, logits_or_probs: torch.Tensor, labels: torch.Tensor) -> None:
         x = logits_or_probs.detach()
         if x.dim() != 2 or not x.is_floating_point():

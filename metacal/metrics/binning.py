@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .inputs import check_conf_correct, check_num_bins
+from .inputs import array_inputs, check_conf_correct, check_num_bins
 
 SCHEMES = ("width", "mass")
 
@@ -98,6 +98,7 @@ class BinStatistics:
         return self.count / self.count.sum()
 
 
+@array_inputs("conf", "correct")
 def bin_statistics(
     conf: torch.Tensor, correct: torch.Tensor, num_bins: int = 15, scheme: str = "width"
 ) -> BinStatistics:

@@ -20,11 +20,12 @@ from typing import Sequence
 import torch
 
 from .binning import bin_statistics
-from .inputs import check_conf_correct, check_num_bins, check_probs_labels, top_label
+from .inputs import array_inputs, check_conf_correct, check_num_bins, check_probs_labels, top_label
 
 NORMS = ("l1", "l2", "max")
 
 
+@array_inputs("conf", "correct")
 def calibration_error_from_confidence(
     conf: torch.Tensor, correct: torch.Tensor, num_bins: int = 15, scheme: str = "width", norm: str = "l1"
 ) -> torch.Tensor:
@@ -42,6 +43,7 @@ def calibration_error_from_confidence(
     return (weight * gap * gap).sum().sqrt()
 
 
+@array_inputs("probs", "labels")
 def calibration_error(
     probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15, scheme: str = "width", norm: str = "l1"
 ) -> torch.Tensor:
@@ -51,26 +53,31 @@ def calibration_error(
     return calibration_error_from_confidence(conf, correct, num_bins, scheme, norm)
 
 
+@array_inputs("probs", "labels")
 def ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
     """Expected calibration error, equal width, ℓ1 (Guo et al. 2017; Wang, Feng & Zhang 2021, §2)."""
     return calibration_error(probs, labels, num_bins, "width", "l1")
 
 
+@array_inputs("probs", "labels")
 def mce(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
     """Maximum calibration error over non-empty equal-width bins."""
     return calibration_error(probs, labels, num_bins, "width", "max")
 
 
+@array_inputs("probs", "labels")
 def rmsce(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
     """Root-mean-square calibration error, equal width, ℓ2 (Karandikar et al. 2021, eq. 6 with p = 2)."""
     return calibration_error(probs, labels, num_bins, "width", "l2")
 
 
+@array_inputs("probs", "labels")
 def ace(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
     """Adaptive (equal-mass) top-label ECE, ℓ1."""
     return calibration_error(probs, labels, num_bins, "mass", "l1")
 
 
+@array_inputs("probs", "labels")
 def ece_vs_bins(
     probs: torch.Tensor, labels: torch.Tensor, bins: Sequence[int] = (10, 20, 50, 100, 200, 500, 1000)
 ) -> dict[str, list]:
@@ -89,6 +96,7 @@ def ece_vs_bins(
     return out
 
 
+@array_inputs("conf", "correct")
 def ece_sweep_from_confidence(
     conf: torch.Tensor, correct: torch.Tensor, norm: str = "l1", max_bins: int | None = None
 ) -> tuple[torch.Tensor, int]:
@@ -111,6 +119,7 @@ def ece_sweep_from_confidence(
     return calibration_error_from_confidence(conf, correct, best, "mass", norm), best
 
 
+@array_inputs("probs", "labels")
 def ece_sweep(probs: torch.Tensor, labels: torch.Tensor, norm: str = "l1") -> torch.Tensor:
     """ECE_sweep of N×K probabilities (equal mass, monotone sweep; Roelofs et al. 2022)."""
     check_probs_labels(probs, labels)
@@ -118,6 +127,7 @@ def ece_sweep(probs: torch.Tensor, labels: torch.Tensor, norm: str = "l1") -> to
     return ece_sweep_from_confidence(conf, correct, norm)[0]
 
 
+@array_inputs("conf", "correct")
 def ks_error_from_confidence(conf: torch.Tensor, correct: torch.Tensor) -> torch.Tensor:
     """KS calibration error (Gupta et al. 2021, binning-free).
 
@@ -133,6 +143,7 @@ def ks_error_from_confidence(conf: torch.Tensor, correct: torch.Tensor) -> torch
     return cum[group_end].abs().max().clamp_min(0.0)
 
 
+@array_inputs("probs", "labels")
 def ks_error(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """KS calibration error of the top-label confidence of N×K probabilities."""
     check_probs_labels(probs, labels)

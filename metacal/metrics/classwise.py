@@ -16,13 +16,14 @@ from __future__ import annotations
 import torch
 
 from .binning import grouped_sums, mass_bin_index, width_bin_index
-from .inputs import check_num_bins, check_probs_labels
+from .inputs import array_inputs, check_num_bins, check_probs_labels
 
 
 def _onehot(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.one_hot(labels.to(probs.device).long(), probs.shape[1]).to(probs.dtype)
 
 
+@array_inputs("probs", "labels")
 def classwise_ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15) -> torch.Tensor:
     """Classwise ECE (Wang & Golebiowski 2024, eq. 14), a fraction."""
     check_probs_labels(probs, labels)
@@ -35,6 +36,7 @@ def classwise_ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15)
     return gap.sum() / (n * k)
 
 
+@array_inputs("probs", "labels")
 def classwise_ace(probs: torch.Tensor, labels: torch.Tensor, num_ranges: int = 15) -> torch.Tensor:
     """Classwise adaptive ECE (Wang & Golebiowski 2024, eq. 15): Σ_c Σ_r |acc(b_rc) − conf(b_rc)| / (R K) over
     equal-mass ranges."""

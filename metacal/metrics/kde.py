@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .inputs import check_conf_correct, check_probs_labels, top_label
+from .inputs import array_inputs, check_conf_correct, check_probs_labels, top_label
 
 TRIWEIGHT_STD = 1.0 / 3.0
 MIN_BANDWIDTH = 1e-3
@@ -55,6 +55,7 @@ def kde_bandwidth(conf: torch.Tensor, correct: torch.Tensor) -> float:
     return h if h > 0.0 else MIN_BANDWIDTH
 
 
+@array_inputs("conf", "correct")
 def kde_ece_from_confidence(
     conf: torch.Tensor, correct: torch.Tensor, bandwidth: float | None = None, grid_size: int = 2049
 ) -> torch.Tensor:
@@ -73,6 +74,7 @@ def kde_ece_from_confidence(
     return torch.trapezoid(integrand, grid) / torch.trapezoid(f_all, grid)
 
 
+@array_inputs("probs", "labels")
 def kde_ece(probs: torch.Tensor, labels: torch.Tensor, bandwidth: float | None = None) -> torch.Tensor:
     """KDE-ECE of the top-label confidence of N×K probabilities (fraction, float64 0-dim tensor)."""
     check_probs_labels(probs, labels)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import torch
 
-from .inputs import check_probs_labels, top_label
+from .inputs import array_inputs, check_probs_labels, top_label
 
 NLL_EPS = 1e-12
 
 
+@array_inputs("probs", "labels")
 def error_rate(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Top-1 error: mean 1[argmax_k p_ik ≠ y_i] (first index wins ties)."""
     check_probs_labels(probs, labels)
     return 1.0 - top_label(probs, labels)[2].mean()
 
 
+@array_inputs("probs", "labels")
 def nll(probs: torch.Tensor, labels: torch.Tensor, eps: float = NLL_EPS) -> torch.Tensor:
     """Negative log-likelihood −(1/N) Σ_i log max(p_{i,y_i}, eps) in nats.
 
@@ -26,6 +28,7 @@ def nll(probs: torch.Tensor, labels: torch.Tensor, eps: float = NLL_EPS) -> torc
     return -p_true.clamp_min(eps).log().mean()
 
 
+@array_inputs("probs", "labels")
 def brier(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Multiclass Brier score (1/N) Σ_i Σ_c (p_ic − y_ic)² with one-hot y (range [0, 2])."""
     check_probs_labels(probs, labels)

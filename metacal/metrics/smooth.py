@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .inputs import check_conf_correct, check_probs_labels, top_label
+from .inputs import array_inputs, check_conf_correct, check_probs_labels, top_label
 
 SECE_BANDWIDTH = 0.01
 CHUNK = 2048  # up to this N the objective's N×N computation is used (≈ 4M float64 entries per matrix)
@@ -35,6 +35,7 @@ def sece_chunked(conf: torch.Tensor, acc: torch.Tensor, bandwidth: float, chunk:
     return total / conf.shape[0]
 
 
+@array_inputs("conf", "correct")
 def sece_metric_from_confidence(
     conf: torch.Tensor, correct: torch.Tensor, bandwidth: float = SECE_BANDWIDTH
 ) -> torch.Tensor:
@@ -50,6 +51,7 @@ def sece_metric_from_confidence(
         return sece_from_confidence(conf, correct, bandwidth)
 
 
+@array_inputs("probs", "labels")
 def sece_metric(probs: torch.Tensor, labels: torch.Tensor, bandwidth: float = SECE_BANDWIDTH) -> torch.Tensor:
     """SECE (Wang & Golebiowski 2024, eq. 8) of N×K probabilities with hard accuracy."""
     check_probs_labels(probs, labels)
@@ -57,6 +59,7 @@ def sece_metric(probs: torch.Tensor, labels: torch.Tensor, bandwidth: float = SE
     return sece_metric_from_confidence(conf, correct, bandwidth)
 
 
+@array_inputs("conf", "correct")
 def smece_from_confidence(conf: torch.Tensor, correct: torch.Tensor) -> float:
     """smECE (relplot.smECE) of 1-D confidences and 0/1 correctness, a float."""
     try:
@@ -69,6 +72,7 @@ def smece_from_confidence(conf: torch.Tensor, correct: torch.Tensor) -> float:
     return float(relplot.smECE(np.clip(f, 0.0, 1.0), y))
 
 
+@array_inputs("probs", "labels")
 def smece(probs: torch.Tensor, labels: torch.Tensor) -> float:
     """smECE of the top-label confidence of N×K probabilities (fraction)."""
     check_probs_labels(probs, labels)

@@ -7,7 +7,7 @@ import torch
 
 from .calibration import calibration_error_from_confidence
 from .classwise import classwise_ece
-from .inputs import check_num_bins, check_probs_labels, top_label
+from .inputs import array_inputs, check_num_bins, check_probs_labels, top_label
 from .kde import kde_ece_from_confidence
 from .scores import brier, nll
 from .smooth import sece_metric_from_confidence, smece_from_confidence
@@ -19,6 +19,7 @@ SUMMARY_KEYS = (
 BINNING_FREE_KEYS = ("sece", "kde_ece", "smece")  # SECE and KDE-ECE are O(N²): ~1 s each at N = 10,000
 
 
+@array_inputs("probs", "labels")
 def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15,
             binning_free: bool = True) -> dict[str, float]:
     """Exactly the keys ``SUMMARY_KEYS`` (fractions; nll in nats; n and num_classes as ints); without
@@ -49,6 +50,7 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15,
     return out
 
 
+@array_inputs("probs", "labels")
 def binning_free_summary(probs: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
     """Exactly the ``BINNING_FREE_KEYS`` of :func:`summary` (the trainer adds them for the selected epoch)."""
     check_probs_labels(probs, labels)

@@ -22,13 +22,14 @@ from typing import Any
 import torch
 
 from metacal.metrics.binning import grouped_sums, width_bin_index
-from metacal.metrics.inputs import check_num_bins, check_probs_labels
+from metacal.metrics.inputs import array_inputs, check_num_bins, check_probs_labels
 
 MODES = ("top", "ovr")
 
 
 class HistogramBinning:
-    """Fitted histogram binning: ``fit(probs, labels)`` → self, ``transform(probs)`` → probs."""
+    """Fitted histogram binning: ``fit(probs, labels)`` → self, ``transform(probs)`` → probs (a tensor); inputs
+    may be tensors, numpy arrays or lists."""
 
     def __init__(self, num_bins: int = 15, mode: str = "top") -> None:
         if mode not in MODES:
@@ -37,6 +38,7 @@ class HistogramBinning:
         self.mode = mode
         self.bin_values: torch.Tensor | None = None  # (M,) for "top", (K, M) for "ovr"; NaN = empty bin
 
+    @array_inputs("probs", "labels")
     def fit(self, probs: torch.Tensor, labels: torch.Tensor) -> "HistogramBinning":
         check_probs_labels(probs, labels)
         p = probs.detach().double()
@@ -65,6 +67,7 @@ class HistogramBinning:
             raise ValueError(f"fitted for {self.bin_values.shape[0]} classes, got probs with {probs.shape[1]}")
         return self.bin_values.to(device=probs.device, dtype=probs.dtype)
 
+    @array_inputs("conf")
     def calibrate_confidence(self, conf: torch.Tensor) -> torch.Tensor:
         """η_b of each top-label confidence ("top" mode); the input where the bin was empty."""
         if self.mode != "top":
@@ -73,6 +76,7 @@ class HistogramBinning:
         eta = values[width_bin_index(conf, self.num_bins)]
         return torch.where(torch.isnan(eta), conf, eta)
 
+    @array_inputs("probs")
     def transform(self, probs: torch.Tensor) -> torch.Tensor:
         values = self._check_fitted(probs)
         if self.mode == "top":

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from metacal.metrics.calibration import calibration_error_from_confidence
+from metacal.metrics.inputs import array_inputs
 from metacal.objectives._inputs import check_logits_targets
 
 METHODS = ("nll", "ece_grid", "sbece")
@@ -34,6 +35,7 @@ def default_grid() -> torch.Tensor:
     return torch.arange(1, 101, dtype=torch.float64) / 10.0
 
 
+@array_inputs("logits", "labels")
 def fit_temperature_nll(logits: torch.Tensor, labels: torch.Tensor, max_iter: int = 100) -> float:
     """T = exp(s*) with s* = argmin_s mean CE(z e^(−s), y) by LBFGS (float64); see module docstring."""
     z = logits.detach().double()
@@ -64,7 +66,8 @@ def grid_search(values: torch.Tensor, objective) -> tuple[float, torch.Tensor]:
 
 
 class TemperatureScaling:
-    """Fitted temperature scaling. ``fit(logits, labels)`` → self; ``transform(logits)`` → probabilities.
+    """Fitted temperature scaling. ``fit(logits, labels)`` → self; ``transform(logits)`` → probabilities
+    (a tensor). Inputs may be tensors, numpy arrays or lists (e.g. the arrays of a run's predictions .npz).
 
     Args:
         method: ``"nll"`` | ``"ece_grid"`` | ``"sbece"`` (module docstring).
@@ -94,6 +97,7 @@ class TemperatureScaling:
         self.grid_scores: torch.Tensor | None = None
         self.fitted = False
 
+    @array_inputs("logits", "labels")
     def fit(self, logits: torch.Tensor, labels: torch.Tensor) -> "TemperatureScaling":
         check_logits_targets(logits, labels)
         if not bool(torch.isfinite(logits).all()):
@@ -119,10 +123,12 @@ class TemperatureScaling:
         self.fitted = True
         return self
 
+    @array_inputs("logits")
     def scale(self, logits: torch.Tensor) -> torch.Tensor:
         """z / T in the logits' dtype and device."""
         return logits / self.temperature
 
+    @array_inputs("logits")
     def transform(self, logits: torch.Tensor) -> torch.Tensor:
         """softmax(z / T) (rows sum to 1)."""
         return torch.softmax(self.scale(logits), dim=1)

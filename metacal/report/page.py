@@ -17,7 +17,7 @@ from metacal.report import figures
 from metacal.report.aggregate import MethodRow, aggregate
 from metacal.report.claim import claim_markdown
 from metacal.report.machine import machine_markdown
-from metacal.report.runs import SWEEP_COMMAND_FILE, Run, config_get, find_runs
+from metacal.report.runs import SWEEP_COMMAND_FILE, Run, check_one_dataset, config_get, find_runs
 from metacal.report.tables import csv_table, markdown_table
 
 BIN_COUNTS = (10, 20, 50, 100, 200, 500, 1000)
@@ -165,6 +165,7 @@ def build_report(
     runs = find_runs(root)
     if not runs:
         raise ValueError(f"no run directories under {root} (expected <config-stem>/seed<S>/ with metrics.json)")
+    check_one_dataset(runs, root)
     if not any(r.complete for r in runs):
         raise ValueError(f"none of the {len(runs)} run directories under {root} has metrics.json with test metrics")
     rows = aggregate(runs, num_bins=num_bins, hb_bins=hb_bins, expected_seeds=expected_seeds)

@@ -184,3 +184,22 @@ def find_runs(root: str | Path, max_depth: int = 4) -> list[Run]:
     walk(root, 0)
     runs = [read_run(p) for p in found]
     return sorted(runs, key=lambda r: (r.method, -1 if r.seed is None else r.seed, str(r.path)))
+
+
+def check_one_dataset(runs: list[Run], root: str | Path) -> None:
+    """Raise ValueError (one line) when the runs' configs name more than one ``data.name``: a results page
+    compares methods on one dataset, and averaging across datasets would mix unrelated numbers."""
+    by_dataset: dict[str, list[Run]] = {}
+    for run in runs:
+        name = config_get(run.config, "data.name")
+        if name is not None:
+            by_dataset.setdefault(str(name), []).append(run)
+    if len(by_dataset) > 1:
+        parts = []
+        for name, group in sorted(by_dataset.items()):
+            shown = ", ".join(str(r.path.relative_to(root)) if r.path.is_relative_to(root) else str(r.path)
+                              for r in group[:2])
+            more = ", …" if len(group) > 2 else ""
+            parts.append(f"{name} ({len(group)} run{'s' if len(group) > 1 else ''}: {shown}{more})")
+        raise ValueError(f"the runs under {root} mix datasets: {'; '.join(parts)}; report each dataset's runs "
+                         "from a folder of its own")

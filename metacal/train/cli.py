@@ -1,6 +1,6 @@
-"""``scripts/train.py``: train one model from a YAML config.
+"""``scripts/train.py`` / ``python -m metacal.train`` / ``metacal-train``: train one model from a YAML config.
 
-    python scripts/train.py --config configs/quickstart.yaml [--set optim.lr=0.05 ...]
+    python -m metacal.train --config configs/quickstart.yaml [--set optim.lr=0.05 ...]
                             [--run-dir DIR] [--resume] [--overwrite]
 
 Multi-process: ``torchrun --nproc_per_node 2 scripts/train.py ...`` (CPU: gloo) or ``accelerate launch``.
@@ -16,6 +16,7 @@ never prints a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -25,13 +26,14 @@ from .checkpoint import CONFIG, CheckpointError, find_latest, no_checkpoint_mess
 from .config import ConfigError, load_config
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted, handle_stop_signals
 from .run_dir import RunPaths, clear_run_dir, default_run_dir, prepare_run_dir
+from .run_summary import end_of_run_summary, finished_note
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
 USER_ERRORS = (ConfigError, CheckpointError, UnknownNameError, OSError)  # OSError: FileNotFound, Permission…
 
 EPILOG = f"""\
 exit codes:
-  {EXIT_OK}   finished (metrics.json written)
+  {EXIT_OK}   finished (metrics.json written), or --resume of a run that is already finished (nothing done)
   {EXIT_DIVERGED}   diverged: non-finite loss/γ/weights; the message names the step, the last good checkpoint stays
   {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted;
       also a checkpoint that cannot be written (full disk): its partial files go, the previous one stays
@@ -43,8 +45,14 @@ any moment (even mid-epoch) continues with --run-dir DIR --resume and ends with 
 examples: configs/README.md"""
 
 
+def _prog() -> str:
+    """How the trainer was started: ``python -m metacal.train``, ``metacal-train`` or ``train.py``."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "train.py"
+    return "python -m metacal.train" if name == "__main__.py" else name
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="train.py", description="Train a calibrated classifier from a YAML config.",
+    p = argparse.ArgumentParser(prog=_prog(), description="Train a calibrated classifier from a YAML config.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="YAML config (may name a 'base:' file); optional with --resume")
     p.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
@@ -133,12 +141,23 @@ def main(argv: list[str] | None = None) -> int:
     existed = bool(args.run_dir) and Path(args.run_dir).exists()
     try:
         with handle_stop_signals():
+            finished = args.resume and args.run_dir and finished_note(Path(args.run_dir), lambda: resolve_config(args))
+            if finished:  # --resume of a run that already finished: say so, train nothing
+                if os.environ.get("RANK", "0") == "0":
+                    print(finished)
+                return EXIT_OK
             cfg = resolve_config(args)
             accelerator = make_accelerator(cfg)
             paths = _prepare_paths(args, accelerator)
-            accelerator.print(f"run directory: {paths.root}")
-            wipe = (lambda: clear_run_dir(paths.root)) if args.overwrite else None
-            train(cfg, paths, resume=args.resume, accelerator=accelerator, before_first_write=wipe)
+
+            def started() -> None:  # main process, once every component is built: the run will start
+                if args.overwrite:
+                    clear_run_dir(paths.root)
+                print(f"run directory: {paths.root}", flush=True)
+
+            result = train(cfg, paths, resume=args.resume, accelerator=accelerator, before_first_write=started)
+            if accelerator.is_main_process:
+                print(end_of_run_summary(result.metrics, paths, cfg.schedule.epochs), flush=True)
     except USER_ERRORS as err:
         if paths is not None and not existed and (accelerator is None or accelerator.is_main_process):
             _remove_if_empty(paths.root)  # created by this call and still empty: leave no trace

@@ -19,11 +19,13 @@ from .checkpoint import TrainState
 from .config import Config, flatten, to_dict
 from .evaluation import after_temperature_scaling
 from .run_dir import RunPaths
+from .run_summary import runtime_record
 from .tb_logging import TBLogger
 
 
 def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger) -> dict[str, Any]:
-    """Write metrics.json (best epoch: val, test, test after TS), reliability.png and history.json.
+    """Write metrics.json (best epoch: val, test, test after TS; ``runtime``: processes, threads, per-process
+    batch sizes), reliability.png and history.json.
 
     The per-epoch metrics lack the binning-free estimators (O(N²)); they are added here for the selected
     epoch, from its saved predictions — the same logits the epoch's metrics were computed from."""
@@ -36,6 +38,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
     for split, pred in (("val", val), ("test", test)):  # SECE, KDE-ECE, smECE: only for the selected epoch
         result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
     result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
+    result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     write_text_atomic(paths.history, json.dumps(state.history, indent=2))
     import matplotlib.pyplot as plt

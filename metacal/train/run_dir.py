@@ -14,7 +14,8 @@ Layout::
       predictions/{val,test}.npz   logits, labels (and γ with a γ-Net) of the selected (best) epoch
                              (format: metacal.predictions)
       reliability.png        reliability diagram of the selected epoch on the test set
-      metrics.json           {"epoch", "val", "test", "test_after_ts"} of the selected epoch
+      metrics.json           {"epoch", "val", "test", "test_after_ts"} of the selected epoch, "runtime"
+                             (num_processes, torch_threads, device, per-process batch sizes)
       history.json           per-epoch train/val/test numbers (curves)
 
 An existing non-empty directory is never reused unless ``overwrite`` (wipes it) or ``resume``. The

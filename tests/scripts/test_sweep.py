@@ -186,3 +186,36 @@ def test_shared_base_configs_are_not_methods(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and f"not methods (other configs use them as base:): {d / 'base.yaml'}" in out
     assert "3 runs: 0 skip, 0 resume, 0 restart, 3 start" in out
+
+
+def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(grid, capsys):
+    """Under pytest (as in a log file) stderr is no terminal: one line per run, no carriage returns."""
+    configs, train_cmd, out = grid
+    (out / "ce" / "seed1").mkdir(parents=True)
+    (out / "ce" / "seed1" / "DONE").write_text("")  # finished: skipped
+    argv = ["--configs", str(configs / "ce.yaml"), str(configs / "bad.yaml"), "--seeds", "0", "1", "--out", str(out),
+            "--train-cmd", train_cmd]
+    assert _sweep_main(argv) == 1
+    captured = capsys.readouterr()
+    assert "\r" not in captured.out and "\r" not in captured.err
+    lines = [ln for ln in captured.out.splitlines() if ln.startswith("[")]
+    assert [ln.split(":")[0] for ln in lines] == ["[1/4] ce/seed1", "[2/4] ce/seed0", "[3/4] bad/seed0",
+                                                  "[4/4] bad/seed1"]
+    assert lines[0] == "[1/4] ce/seed1: skipped" and lines[1].startswith("[2/4] ce/seed0: ok (")
+    assert lines[2] == f"[3/4] bad/seed0: failed — exit code 3 (log: {out / 'logs' / 'bad_seed0.log'})"
+
+
+def test_progress_bar_only_for_a_terminal(tmp_path, capsys):
+    from metacal.experiments.sweep_cli import progress_reporter
+    from metacal.experiments.sweep_plan import RunOutcome
+
+    outcome = RunOutcome("c/ce.yaml", 0, str(tmp_path / "ce" / "seed0"), "start", "ok", 0, 1.5)
+    report, close = progress_reporter(1, tmp_path, interactive=True)
+    report(outcome)
+    close()
+    bar = capsys.readouterr()
+    assert "\r" in bar.err and "ce/seed0: ok" in bar.err and bar.out == ""  # the bar redraws in place
+    report, close = progress_reporter(1, tmp_path, interactive=False)
+    report(outcome)
+    close()
+    assert capsys.readouterr() == ("[1/1] ce/seed0: ok (1.5 s)\n", "")

@@ -104,11 +104,20 @@ def _load(setting: Setting, variant: Variant, extra: Sequence[str] = ()):
                        setting.all_overrides() + list(variant.overrides) + list(extra))
 
 
+def announce(setting: Setting, variant: Variant, run_dir: str | Path) -> str:
+    """The line printed before a variant trains: which variant (method config + overrides) this run is."""
+    extra = f" + {' '.join(variant.overrides)}" if variant.overrides else ""
+    line = f"variant {variant.key}: configs/{setting.config_dir}/{variant.method}.yaml{extra} → {run_dir}"
+    print(line, flush=True)
+    return line
+
+
 def train_variant(setting: Setting, variant: Variant, run_dir: str | Path) -> TrainedRun:
     """Train ``variant`` under ``setting`` into ``run_dir`` (replaced if it exists); checkpoints off."""
     from metacal.train import prepare_run_dir, train
 
     cfg = _load(setting, variant, ["run.save_checkpoints=false"])
+    announce(setting, variant, run_dir)
     paths = prepare_run_dir(run_dir, overwrite=True)
     t0 = time.time()
     result = train(cfg, paths)
@@ -125,6 +134,7 @@ def train_epochwise(setting: Setting, variant: Variant, run_dir: str | Path,
 
     stops = sorted({e for e in (snapshots or range(1, setting.epochs + 1)) if 1 <= e <= setting.epochs}
                    | {setting.epochs})
+    announce(setting, variant, run_dir)
     t0 = time.time()
     run = None
     for i, epoch in enumerate(stops):

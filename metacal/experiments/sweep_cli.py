@@ -1,0 +1,131 @@
+"""Run a grid of training configs × seeds with the trainer; finished runs are skipped, interrupted ones resumed.
+
+A run is finished when its directory holds DONE (or metrics.json with "finished": true); it is resumed
+(--resume) when it has checkpoints/, restarted (--overwrite) when its directory is non-empty without
+checkpoints (it died before the first one), started otherwise.
+
+    python scripts/sweep.py --configs configs/fashion_mnist/*.yaml --seeds 0 1 2 --out runs/sweep_fmnist \
+        [--jobs N] [--set k=v ...] [--dry-run] [--train-cmd "python -m metacal.train"]
+    metacal-sweep ...            # the same, as the installed console script
+
+Run directories: OUT/<config-stem>/seed<S>. Log: OUT/sweep_log.jsonl (one line per run with its exit code),
+the command itself: OUT/sweep_command.txt (the report prints it),
+trainer output: OUT/logs/<stem>_seed<S>.log. Exit code 0 if every run succeeded (or was already finished),
+1 if any failed, 2 on bad input. Then: python scripts/report.py OUT
+
+Progress: a bar on stderr when stderr is a terminal; otherwise (a log file, a pipe) one plain line per
+finished run on stdout, so logs hold no carriage returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Callable
+
+from metacal.experiments.sweep_plan import (RunOutcome, default_train_cmd, execute_plan, format_plan, plan_sweep,
+                                             split_shared_bases)
+from metacal.report.runs import SWEEP_COMMAND_FILE
+
+PROG = "python scripts/sweep.py"
+
+
+def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", nargs="+", required=True, help="config YAML files (the grid's methods)")
+    ap.add_argument("--seeds", nargs="+", type=int, required=True, help="seeds, e.g. 0 1 2")
+    ap.add_argument("--out", required=True, help="sweep directory; runs go to OUT/<config-stem>/seed<S>")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="trainer processes at a time (default 1); each gets OMP_NUM_THREADS=cores//N unless set")
+    ap.add_argument("--set", nargs="+", action="extend", default=[], metavar="K=V", dest="overrides",
+                    help="config overrides passed to every run (not run.seed)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")
+    ap.add_argument("--train-cmd", default=None,
+                    help="trainer command (default: this interpreter + -m metacal.train); split like a shell")
+    return ap.parse_args(argv)
+
+
+def _log_path(out: Path, outcome: RunOutcome) -> Path:
+    return out / "logs" / f"{Path(outcome.config).stem}_seed{outcome.seed}.log"
+
+
+def progress_reporter(total: int, out: Path, interactive: bool) -> tuple[Callable[[RunOutcome], None],
+                                                                         Callable[[], None]]:
+    """(report one outcome, close): a tqdm bar when ``interactive`` (stderr is a terminal), else one
+    plain line per run on stdout — ``[3/12] ce/seed1: ok (41.0 s)`` — and nothing with a carriage return."""
+    done = [0]
+    if interactive:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc="sweep", unit="run", dynamic_ncols=True)
+
+        def report(outcome: RunOutcome) -> None:
+            bar.update(1)
+            bar.set_postfix_str(f"{Path(outcome.config).stem}/seed{outcome.seed}: {outcome.status}")
+            if outcome.status == "failed":
+                tqdm.write(f"FAILED {Path(outcome.config).stem}/seed{outcome.seed}: {outcome.message} "
+                           f"(log: {_log_path(out, outcome)})")
+
+        return report, bar.close
+
+    def report_line(outcome: RunOutcome) -> None:
+        done[0] += 1
+        line = f"[{done[0]}/{total}] {Path(outcome.config).stem}/seed{outcome.seed}: {outcome.status}"
+        if outcome.status == "ok":
+            line += f" ({outcome.seconds:.1f} s)"
+        elif outcome.status == "failed":
+            line += f" — {outcome.message} (log: {_log_path(out, outcome)})"
+        print(line, flush=True)
+
+    return report_line, lambda: None
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = parse_args(argv, prog)
+    try:
+        train_cmd = shlex.split(args.train_cmd) if args.train_cmd else default_train_cmd()
+        if not train_cmd:
+            raise ValueError("--train-cmd is empty")
+        if args.jobs < 1:
+            raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+        configs, bases = split_shared_bases(args.configs)
+        plan = plan_sweep(configs, args.seeds, args.out, train_cmd, args.overrides)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"sweep: error: {exc}", file=sys.stderr)
+        return 2
+    if bases:
+        print("not methods (other configs use them as base:): " + ", ".join(map(str, bases)))
+    print(format_plan(plan), flush=True)
+    if args.dry_run:
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    given = sys.argv[1:] if argv is None else argv
+    (out / SWEEP_COMMAND_FILE).write_text(shlex.join([*shlex.split(prog), *given]) + "\n")
+    report, close = progress_reporter(len(plan), out, sys.stderr.isatty())
+    try:
+        outcomes = execute_plan(plan, out, jobs=args.jobs, progress=report)
+    except KeyboardInterrupt:
+        close()
+        print("sweep: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    close()
+    failed = [o for o in outcomes if o.status == "failed"]
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "skipped", "failed")}
+    print(f"sweep done: {counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed "
+          f"(log: {out / 'sweep_log.jsonl'})")
+    for o in failed:
+        print(f"  failed: {Path(o.config).stem}/seed{o.seed} — {o.message}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def console_main() -> int:
+    """Entry point of the ``metacal-sweep`` console script."""
+    return main(prog="metacal-sweep")
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m metacal.experiments.sweep_cli"))
