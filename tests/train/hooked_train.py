@@ -4,12 +4,14 @@
     python tests/train/hooked_train.py sigterm_at_step=20 ...
     python tests/train/hooked_train.py sigint_at_step=6 ...                 # Ctrl-C; sigint_twice_at_step: two
     python tests/train/hooked_train.py kill_in_checkpoint=written:3 ...     # STAGE:N-th save
+    torchrun --nproc_per_node 2 tests/train/hooked_train.py kill_rank_at_step=1:7 ...  # only rank 1 dies
 
 The first argument names the fault; the rest go to the trainer unchanged.
 """
 
 from __future__ import annotations
 
+import os
 import runpy
 import signal
 import sys
@@ -23,9 +25,11 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train.py"
 
 def install(monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
     """Install ``fault`` (``kill_at_step=G``, ``sigterm_at_step=G``, ``sigint_at_step=G``,
-    ``sigint_twice_at_step=G`` or ``kill_in_checkpoint=STAGE:N``)."""
+    ``sigint_twice_at_step=G``, ``kill_in_checkpoint=STAGE:N`` or ``kill_rank_at_step=R:G``: SIGKILL after
+    global step G in the process whose ``RANK`` (set by torchrun) is R; the other processes run unhooked)."""
     name, _, value = fault.partition("=")
     stage, _, save = value.partition(":")
+    rank, _, rank_step = value.partition(":")
     at_step = {"kill_at_step": signal.SIGKILL, "sigterm_at_step": signal.SIGTERM, "sigint_at_step": signal.SIGINT}
     if name in at_step and value.isdigit():
         faults.after_step(monkeypatch, int(value), faults.signal_self(at_step[name]))
@@ -34,9 +38,12 @@ def install(monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
         faults.after_step(monkeypatch, int(value), lambda: (twice(), twice()))
     elif name == "kill_in_checkpoint" and stage in faults.STAGES and save.isdigit():
         faults.in_checkpoint(monkeypatch, stage, int(save), faults.signal_self(signal.SIGKILL))
+    elif name == "kill_rank_at_step" and rank.isdigit() and rank_step.isdigit():
+        if int(os.environ.get("RANK", "0")) == int(rank):
+            faults.after_step(monkeypatch, int(rank_step), faults.signal_self(signal.SIGKILL))
     else:
         sys.exit(f"hooked_train.py: unknown fault {fault!r}; expected kill_at_step=G, sigterm_at_step=G, "
-                 "sigint_at_step=G, sigint_twice_at_step=G or "
+                 "sigint_at_step=G, sigint_twice_at_step=G, kill_rank_at_step=R:G or "
                  f"kill_in_checkpoint=STAGE:N with STAGE in {', '.join(faults.STAGES)}")
 
 
