@@ -115,7 +115,8 @@ class MetaLearner:
         average: in-place mean over processes of a list of tensors (default: torch.distributed, a no-op
             in one process); applied to the meta-val gradients v and to φ's gradients.
         horizon: a value of :data:`HORIZONS`; "trajectory" (γ-Net only) gives the γ-Net's bias the
-            hypergradient through all past steps instead of the last one.
+            hypergradient through all past steps instead of the last one; ``horizon_decay`` β ∈ [0, 1]
+            weights a step k iterations back by β^k (1: the whole trajectory; 0: the last step only).
     """
 
     def __init__(
@@ -138,6 +139,7 @@ class MetaLearner:
         forward_model: nn.Module | None = None,
         average: Callable[[list[torch.Tensor]], None] = average_over_processes,
         horizon: str = "step",
+        horizon_decay: float = 1.0,
     ) -> None:
         if horizon not in HORIZONS:
             raise ValueError(f"unknown meta horizon {horizon!r}; available: {', '.join(HORIZONS)}")
@@ -174,7 +176,8 @@ class MetaLearner:
             inner=self.inner, objective=self.meta_objective,
             backward=backward if backward is not None else torch.Tensor.backward,
             max_grad_norm=max_grad_norm, average=average)
-        self.trajectory = TrajectoryHypergradient(model, gamma_net.bias) if horizon == "trajectory" else None
+        self.trajectory = (TrajectoryHypergradient(model, gamma_net.bias, horizon_decay)
+                           if horizon == "trajectory" else None)
 
     def meta_objective(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """J(logits, y) = objective(logits, y) + ce_weight·CE(logits, y)."""

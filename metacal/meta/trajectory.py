@@ -18,6 +18,10 @@ nesterov, weight decay wd, learning rate η; clip factor s a constant, as in the
     P_t     = V_{t+1}  (momentum)    |   D_t + μ·V_{t+1}  (nesterov)   |   D_t  (μ = 0)
     Z_{t+1} = Z_t − η·P_t
 
+With ``decay`` β < 1, Z and V are multiplied by β before each step: the influence of b on a step k
+iterations back is weighted β^k (a truncated horizon of ≈ 1/(1 − β) steps); β = 0 is exactly the one-step
+hypergradient of b, β = 1 (default) the whole trajectory.
+
 g_t = ∇θ L(θ_t, b) on the step's train batch at the old θ_t (train-mode batch statistics, the real
 forward's dropout masks replayed): one extra forward and one double backward per iteration, no Hessian
 stored. At a meta step dJ/db = ∇θ J(θ_{t+1})·Z_{t+1} on the meta-validation batch; it replaces b's
@@ -49,10 +53,13 @@ class TrajectoryHypergradient:
     """Forward-mode tangents Z = dθ/db, V = d buf/db of one scalar meta-parameter b, advanced every
     iteration; ``hypergradient`` gives dJ/db at the current θ."""
 
-    def __init__(self, model: nn.Module, parameter: nn.Parameter) -> None:
+    def __init__(self, model: nn.Module, parameter: nn.Parameter, decay: float = 1.0) -> None:
         if parameter.numel() != 1:
             raise ValueError("the trajectory hypergradient is for one scalar meta-parameter (the γ-Net's bias)")
+        if not 0.0 <= decay <= 1.0:
+            raise ValueError(f"horizon decay must be in [0, 1], got {decay!r}")
         self.parameter = parameter
+        self.decay = float(decay)
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         self.z: dict[str, torch.Tensor] = {}
         self.v: dict[str, torch.Tensor] = {}
@@ -63,7 +70,10 @@ class TrajectoryHypergradient:
         return Snapshot({n: named[n].detach().clone() for n in self.names}, RNGState(inputs.device))
 
     def advance(self, ctx: StepContext, before: Snapshot, inputs: torch.Tensor, targets: torch.Tensor) -> None:
-        """Z_t, V_t → Z_{t+1}, V_{t+1} for the SGD step just taken from ``before``."""
+        """Z_t, V_t → Z_{t+1}, V_{t+1} for the SGD step just taken from ``before`` (both first × ``decay``)."""
+        if self.decay != 1.0:
+            for tangent in (*self.z.values(), *self.v.values()):
+                tangent.mul_(self.decay)
         leaves = {n: t.requires_grad_(True) for n, t in before.params.items()}
         params = [leaves[n] for n in self.names]
         with torch.enable_grad(), before.rng.replay(), ctx.slots.swapped({**leaves, **ctx.slots.scratch_buffers()}):

@@ -63,6 +63,7 @@ class MetaConfig:
     # what the γ-Net's bias (the γ level) is differentiated through: "step" (one-step lookahead, the paper)
     # or "trajectory" (all past steps, forward-mode; metacal/meta/trajectory.py)
     horizon: str = "step"
+    horizon_decay: float = 1.0  # trajectory: a step k iterations back counts β^k (1: all; 0: the last only)
     # γ-Net only: the meta lr of its per-sample shape (attention A, weight W) is lr × shape_lr_scale; its
     # bias b (the γ level) uses lr. 0 freezes the shape: one learned γ for every sample.
     shape_lr_scale: float = 1.0
@@ -261,6 +262,8 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
         raise ConfigError(f"schedule.epochs must be > 0; got {cfg.schedule.epochs}")
     if not cfg.meta.shape_lr_scale >= 0:
         raise ConfigError(f"meta.shape_lr_scale must be >= 0 (0 freezes the γ-Net's shape); got {cfg.meta.shape_lr_scale}")
+    if not 0 <= cfg.meta.horizon_decay <= 1:
+        raise ConfigError(f"meta.horizon_decay must be in [0, 1]; got {cfg.meta.horizon_decay}")
     if cfg.meta.horizon == "trajectory" and cfg.meta.learner != "gamma_net":
         raise ConfigError("meta.horizon=trajectory learns the γ-Net's bias: it needs meta.learner=gamma_net")
     return cfg

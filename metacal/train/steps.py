@@ -67,5 +67,6 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         "meta", MetaLearner, raw, optimizer, objective, gamma_net=gamma_net, loss=loss_fn, backend=m.backend,
         meta_optimizer=meta_optimizer, meta_val=meta_val, ce_weight=m.ce_weight, every=m.every,
         max_grad_norm=m.max_backbone_grad_norm, max_meta_grad_norm=m.max_meta_grad_norm,
-        backward=accelerator.backward, forward_model=model, horizon=m.horizon)
+        backward=accelerator.backward, forward_model=model, horizon=m.horizon,
+        horizon_decay=m.horizon_decay)
 

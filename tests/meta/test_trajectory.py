@@ -217,3 +217,44 @@ def test_two_processes_give_the_single_process_global_batch_gradient(tmp_path):
     for p in procs:
         p.join(timeout=60)
     assert results[0] == pytest.approx(single, rel=1e-9) and results[1] == pytest.approx(single, rel=1e-9)
+
+
+@pytest.mark.parametrize("config", ["momentum_wd", "nesterov", "dampening"])
+def test_decay_zero_is_the_one_step_hypergradient_at_every_step(config):
+    """β = 0 forgets every earlier step: b's gradient is the one-step lookahead's, step after step (the SGD
+    coefficient c of first step / existing buffer / nesterov comes out of the tangent recursion)."""
+    model, opt = sgd_state("mlp_bn", **CONFIGS[config])
+    gamma_net = make_meta(model, torch.float64)["gamma_net"]
+    train, meta = stream("mlp_bn")
+    grads = {}
+    for horizon, decay in (("step", 1.0), ("trajectory", 0.0)):
+        m, o = clone_state(model, opt)
+        net = copy.deepcopy(gamma_net)
+        learner = MetaLearner(m, o, ce, gamma_net=net, horizon=horizon, horizon_decay=decay,
+                              meta_optimizer=torch.optim.SGD(net.parameters(), lr=0.0))
+        grads[horizon] = []
+        for x, y in train:
+            learner.step(x, y, meta)
+            grads[horizon].append(float(net.bias.grad))
+    assert grads["trajectory"] == pytest.approx(grads["step"], rel=1e-9)
+    assert len(set(grads["step"])) == K  # a different gradient at every step: the comparison is not trivial
+
+
+def test_decay_weights_older_steps_geometrically():
+    """0 < β < 1 lies strictly between the one-step (β = 0) and the whole-trajectory (β = 1) gradients here,
+    and a bad β is refused."""
+    model, opt = sgd_state("mlp", **CONFIGS["momentum_wd"])
+    gamma_net = make_meta(model, torch.float64)["gamma_net"]
+    values = []
+    for decay in (0.0, 0.5, 1.0):
+        m, o = clone_state(model, opt)
+        net = copy.deepcopy(gamma_net)
+        learner = MetaLearner(m, o, ce, gamma_net=net, horizon="trajectory", horizon_decay=decay,
+                              meta_optimizer=torch.optim.SGD(net.parameters(), lr=0.0))
+        train, meta = stream("mlp")
+        for x, y in train:
+            learner.step(x, y, meta)
+        values.append(float(net.bias.grad))
+    assert min(values[0], values[2]) < values[1] < max(values[0], values[2])
+    with pytest.raises(ValueError, match=r"horizon decay must be in \[0, 1\]"):
+        MetaLearner(model, opt, ce, gamma_net=copy.deepcopy(gamma_net), horizon="trajectory", horizon_decay=1.5)

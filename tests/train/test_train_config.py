@@ -84,6 +84,7 @@ def test_override_values_are_yaml(tmp_path):
     (["eval.select_by=acc"], ["'eval.select_by'", "error, nll, ece"]),
     (["meta.horizon=long"], ["'meta.horizon'", "step, trajectory"]),
     (["meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be >= 0", "got -1"]),
+    (["meta.horizon_decay=1.5"], ["meta.horizon_decay must be in [0, 1]", "got 1.5"]),
     (["meta.horizon=trajectory", "meta.learner=loss"], ["meta.horizon=trajectory", "meta.learner=gamma_net"]),
     (["optim.lr"], ["section.key=value"]),
     (["data.root"], ["section.key=value"]),  # OmegaConf alone would set the Optional key to None

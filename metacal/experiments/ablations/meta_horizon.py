@@ -7,6 +7,9 @@ FLγ-SECE (Wang & Golebiowski 2024) on an over-confident regime, varied in what 
   ``trajectory`` (dJ/db of the γ-Net's bias through every past SGD step, metacal/meta/trajectory.py);
 * the per-sample shape (attention A, weight W), which the one-step hypergradient moves at random —
   ``meta.shape_lr_scale`` 1 (as the paper), 0.1, 0 (frozen: one learned γ for every sample);
+* the noise of the meta-validation gradient v: a 128-sample meta batch vs the whole meta-validation split
+  (400 samples on MNIST-1D: v is then exact for the current θ), with the whole trajectory or a horizon
+  truncated to ≈ 4 epochs (``meta.horizon_decay`` 0.99);
 * the meta learning rate of the level: the shipped 1e-3, ×3 and ÷3 (issue #14's robustness check: test
   ECE within 1.5× of the shipped setting's, and no runaway γ).
 
@@ -32,6 +35,7 @@ FULL_SEEDS, QUICK_SEEDS = 2, 1
 SHIPPED = "flgamma_sece_trajectory"
 SHIPPED_LR = 1e-3
 SHIPPED_LABEL = f"trajectory level, shape frozen, lr {SHIPPED_LR:g} (shipped: {SHIPPED})"
+FULL_META_VAL = 400  # the whole meta-validation split of configs/mnist1d_overconfident: v without sampling noise
 ROBUST_FACTOR = 1.5  # issue #14: ECE at lr ×3 and ÷3 within 1.5× of the shipped setting's
 
 
@@ -52,7 +56,12 @@ def variants(quick: bool, regime: str = REGIMES[0]) -> list[Variant]:
     return [Variant("one-step (FLγ-SECE as shipped)", "flgamma_sece", ()),
             Variant("trajectory level, shape one-step, lr 1e-4", "flgamma_sece", ("meta.horizon=trajectory",)),
             Variant(f"trajectory level, shape lr ×0.1, lr {SHIPPED_LR:g}", SHIPPED, ("meta.shape_lr_scale=0.1",)),
-            *robust]
+            robust[0],
+            Variant(f"trajectory level, shape frozen, lr {SHIPPED_LR:g}, meta batch = all {FULL_META_VAL} meta-val samples",
+                    SHIPPED, (f"meta.batch_size={FULL_META_VAL}",)),
+            Variant("the same, horizon decay 0.99 (≈ 4 epochs)", SHIPPED,
+                    (f"meta.batch_size={FULL_META_VAL}", "meta.horizon_decay=0.99")),
+            *robust[1:]]
 
 
 def level_share(history: list[dict[str, Any]]) -> float:

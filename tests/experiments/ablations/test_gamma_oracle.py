@@ -75,7 +75,7 @@ def test_regime_configs(regime, options):
     assert cfg.loss.name == "focal" and cfg.run.torch_threads == 1
     shipped = {p.stem for p in (CONFIGS / regime.replace("_overconfident", "")).glob("*.yaml")}
     here = {p.stem for p in (CONFIGS / regime).glob("*.yaml")}
-    assert here == shipped | {"focal3"}  # every method of the dataset, plus focal at γ = 3
+    assert here == shipped | {"focal3", "flgamma_sece_trajectory"}  # every method of the dataset, focal at γ = 3, the trajectory level
     for stem in here - {"base"}:
         assert (CONFIGS / regime / f"{stem}.yaml").read_text() == f"base: [base.yaml, ../methods/{stem}.yaml]\n"
 
