@@ -122,6 +122,18 @@ def test_oracle_bar_is_checked_for_the_trajectory_variant_too():
     assert text.count("chosen on mean validation ECE: Focal γ = 3") == 1  # one bar, stated once
 
 
+def test_per_seed_table_pairs_each_seed_with_the_fixed_gamma():
+    from metacal.report.claim import per_seed_markdown
+
+    fixed = row("focal3", "Focal γ = 3", 0.34, 0.05)
+    meta = row("flgamma_sece_trajectory", "Trajectory", 0.33, 0.04)
+    fixed.per_run = {0: {"ece": 0.050, "error": 0.34}, 1: {"ece": 0.040, "error": 0.35}}
+    meta.per_run = {0: {"ece": 0.030, "error": 0.33}, 1: {"ece": 0.045, "error": 0.32}, 2: {"ece": 0.01, "error": 0.3}}
+    text = "\n".join(per_seed_markdown(fixed, [meta]))
+    assert "| 0 | 5.00 / 34.00 | 3.00 / 33.00 |" in text and "| 2 | – | 1.00 / 30.00 |" in text
+    assert "Trajectory: test ECE ≤ Focal γ = 3's on 1 of 2 seeds." in text  # seed 2 has no fixed-γ run
+
+
 def test_regime_sentence_under_confident_and_unknown():
     from metacal.report.claim import regime_sentence
 
