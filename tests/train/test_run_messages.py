@@ -21,7 +21,8 @@ def test_summary_runtime_and_resume_of_a_finished_run(write_config, run_cli, tmp
     assert code == 0, err
     metrics = read_metrics(run_dir)
     lines = out.splitlines()
-    assert lines[0] == f"run directory: {run_dir}"  # printed once the run starts
+    assert lines[0] == "runtime: 1 process, device cpu, no distributed backend"  # the start-of-run banner
+    assert lines[1] == f"run directory: {run_dir}"  # printed once the run starts (setup succeeded)
     epoch_lines = [i for i, line in enumerate(lines) if line.startswith("epoch ")]
     assert len(epoch_lines) == 2 and lines[epoch_lines[-1] + 1].startswith("finished: ")
     summary = "\n".join(lines[epoch_lines[-1] + 1:])
