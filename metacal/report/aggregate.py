@@ -6,7 +6,8 @@ Per run (fractions, as in code and JSON):
   predictions/test.npz at ``num_bins`` (falls back to metrics.json["test"] when predictions are absent).
 - ECE after post-hoc calibration fitted on predictions/val.npz and applied to predictions/test.npz:
   temperature scaling by NLL, by ECE grid (both need logits), histogram binning (Wang, Feng & Zhang 2021, §2).
-- Wall-clock seconds per epoch: mean of history.jsonl ``time_s``.
+- Wall-clock seconds per epoch: mean of history.json ``time_s`` (history.jsonl, one object per line, is
+  read too).
 Across seeds: mean and sample standard deviation (ddof=1; undefined for one seed) of each column, ignoring
 runs where that number is unavailable.
 """

@@ -51,7 +51,7 @@ def check_claim(rows: Sequence[MethodRow], method: str = "flgamma_sece", baselin
             "better": ranked[: rank - 1]}
 
 
-def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error") -> list[str]:
+def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error", schedule: str | None = None) -> list[str]:
     """The "claim under test" section: the verdict with its numbers, then the direction table."""
     lines = ["## The claim under test", "",
              f"Wang & Golebiowski 2024: {method_label('flgamma_sece')} reaches the lowest ECE among training-time "
@@ -71,10 +71,28 @@ def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error") -> list[
     if result["better"]:
         lines.append("- Lower mean ECE than FLγ-SECE: "
                      + ", ".join(f"{r.label} ({100 * r.stats['ece'][0]:.2f}%)" for r in result["better"]) + ".")
-    lines += ["", f"**Verdict on this data: {'supported' if result['supported'] else 'not supported'}.**", ""]
+    lines += ["", f"**Verdict on this data ({basis(rows, schedule)}): "
+                  f"{'supported' if result['supported'] else 'not supported'}.**", ""]
     lines += oracle_markdown(rows)
     lines += direction_markdown(rows)
     return lines
+
+
+def basis(rows: Sequence[MethodRow], schedule: str | None = None) -> str:
+    """What a verdict rests on: seeds per method (and the schedule), with a warning when that is too little."""
+    counts = sorted({r.num_runs for r in rows if r.num_runs})
+    seeds = None
+    if counts:
+        seeds = (f"{counts[0]}–{counts[-1]} seeds" if len(counts) > 1
+                 else f"{counts[0]} seed" + ("s" if counts[0] > 1 else "")) + " per method"
+    text = ", ".join(filter(None, [seeds, schedule])) or "seeds and schedule unknown"
+    if counts and counts[0] < 2:
+        text += "; a single seed: no spread, not a result"
+    elif counts and counts[0] < 3:
+        text += "; fewer than 3 seeds: differences not resolved"
+    if schedule and "shortened" in schedule:
+        text += "; shortened schedule: a smoke test of the pipeline more than a result"
+    return text
 
 
 def regime_sentence(rows: Sequence[MethodRow], baseline: str = "ce") -> str:

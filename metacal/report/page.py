@@ -109,11 +109,11 @@ def _figures(stem: str, out_dir: Path, rows, runs, num_bins: int) -> tuple[dict[
         made["ece_epochs"] = figures.plot_epoch_curves(ece_series, out_dir / f"{stem}_test_ece_per_epoch.png",
                                                        "test ECE (%)")
     else:
-        notes.append("test ECE per epoch: no history.jsonl with test ECE")
+        notes.append("test ECE per epoch: no history.json with test ECE")
     if g_mean or g_std:
         made["gamma"] = figures.plot_gamma(g_mean, g_std, out_dir / f"{stem}_gamma_per_epoch.png")
     else:
-        notes.append("γ per epoch: no γ-Net run (no test gamma_mean/gamma_std in history.jsonl)")
+        notes.append("γ per epoch: no γ-Net run (no test gamma_mean/gamma_std in history.json)")
     return made, notes
 
 
@@ -128,6 +128,15 @@ def _config_values(runs: Sequence[Run], keys: dict[str, str]) -> str:
 
 
 # what the page states about the schedule, from the runs' resolved configs
+def schedule_phrase(runs) -> str:
+    """``"30-epoch schedule"`` (``"6-epoch schedule of at most 100 steps per epoch"``) from the runs' configs,
+    what the verdict is stated next to."""
+    epochs = sorted({int(v) for r in runs if (v := config_get(r.config, "schedule.epochs")) is not None})
+    caps = sorted({int(v) for r in runs if (v := config_get(r.config, "run.max_steps_per_epoch"))})
+    text = "/".join(map(str, epochs)) + "-epoch schedule" if epochs else "unknown schedule"
+    return text + (f" of at most {'/'.join(map(str, caps))} steps per epoch (shortened)" if caps else "")
+
+
 SETUP_KEYS = {"data": "data.name", "model": "model.name", "epochs": "schedule.epochs",
               "lr milestones": "schedule.milestones", "iterations per epoch (cap)": "run.max_steps_per_epoch",
               "batch": "data.batch_size", "selection by validation": "eval.select_by"}
@@ -194,7 +203,7 @@ def build_report(
         "± is the sample standard deviation over seeds (none shown for a single run). "
         f"\"ECE after …\": the \"calibratable\" view of Wang, Feng & Zhang 2021, §2 — temperature scaling fitted "
         f"by NLL, by ECE grid, and histogram binning ({hb_bins} bins) fitted on predictions/val.npz, applied to predictions/test.npz "
-        "(metacal.posthoc). s/epoch: mean of the trainer's per-epoch wall-clock `time_s` (history.jsonl), measured "
+        "(metacal.posthoc). s/epoch: mean of the trainer's per-epoch wall-clock `time_s` (history.json), measured "
         "on the machine that trained the run. `(n=k)`: that column has only k runs.",
         "",
         f"Same numbers as fractions: [{csv_path.name}]({csv_path.name}).",
@@ -214,7 +223,7 @@ def build_report(
     if notes:
         lines += ["Missing or incomplete runs:", ""] + [f"- {n}" for n in notes] + [""]
     select_by = ", ".join(sorted({str(v) for r in runs if (v := config_get(r.config, "eval.select_by"))})) or "error"
-    lines += claim_markdown(rows, select_by)
+    lines += claim_markdown(rows, select_by, schedule_phrase(runs))
     if discussion is not None:
         lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
     lines += ["## Figures", ""]

@@ -43,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ import torch
 from accelerate import Accelerator
 
 from .atomic_io import describe_write_failure, fsync_dir, fsync_tree, point_symlink, write_errors, write_text_atomic
+from .train_state import EpochProgress, TrainState  # noqa: F401  (the checkpoint's contents; re-exported)
 
 MANIFEST = "MANIFEST.json"
 STATE_JSON = "train_state.json"
@@ -76,56 +76,6 @@ def _write_failed(err: BaseException, checkpoints: Path, tmp: Path, final: Path)
     else:
         kept = "no complete checkpoint exists yet; free some space, then start again with --overwrite"
     return CheckpointWriteError(f"cannot write checkpoint {final}: {describe_write_failure(err, checkpoints)}; {kept}")
-
-
-@dataclass
-class TrainState:
-    """Loop counters and model-selection bookkeeping (checkpointed)."""
-
-    epoch: int = 0  # number of finished epochs = index of the epoch to run next
-    global_step: int = 0
-    step_in_epoch: int = 0  # steps already done in epoch ``epoch`` (0 at an epoch boundary)
-    best_score: float = float("inf")
-    best_epoch: int = -1
-    best_metrics: dict[str, Any] = field(default_factory=dict)  # {"val": {...}, "test": {...}}
-    history: list[dict[str, Any]] = field(default_factory=list)
-
-    def state_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key, value in state.items():
-            setattr(self, key, value)
-
-
-@dataclass
-class EpochProgress:
-    """This process's running sums of the current epoch (saved mid-epoch as progress_rank<r>.pt)."""
-
-    loss_sum: float = 0.0
-    meta_sum: float = 0.0
-    count: int = 0
-    meta_count: int = 0
-    gammas: list[torch.Tensor] = field(default_factory=list)
-    elapsed: float = 0.0  # seconds spent in this epoch before a resume
-    # meta-step diagnostics, one value per meta step: dJ/dδ (global γ offset) and ‖dJ/dφ‖
-    offset_grads: list[float] = field(default_factory=list)
-    meta_grad_norms: list[float] = field(default_factory=list)
-    level_grads: list[float] = field(default_factory=list)  # dJ/db through the trajectory (meta.horizon)
-
-    def to_dict(self, elapsed: float) -> dict[str, Any]:
-        gammas = torch.cat(self.gammas) if self.gammas else torch.empty(0)
-        return {"loss_sum": self.loss_sum, "meta_sum": self.meta_sum, "count": self.count,
-                "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed,
-                "offset_grads": list(self.offset_grads), "meta_grad_norms": list(self.meta_grad_norms),
-                "level_grads": list(self.level_grads)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
-        gammas = [d["gammas"]] if d["gammas"].numel() else []
-        return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
-                   float(d["elapsed"]), list(d.get("offset_grads", [])), list(d.get("meta_grad_norms", [])),
-                   list(d.get("level_grads", [])))
 
 
 def checkpoint_name(state: TrainState) -> str:

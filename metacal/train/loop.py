@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from . import preemption
 from metacal.meta import StepResult
 
-from .checkpoint import EpochProgress
+from .train_state import EpochProgress
 from .config import Config
 from .evaluation import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, reliability_figure

@@ -15,7 +15,7 @@ from metacal.metrics import binning_free_summary
 from metacal.predictions import Predictions, load_predictions
 
 from .atomic_io import write_text_atomic
-from .checkpoint import TrainState
+from .train_state import TrainState
 from .config import Config, flatten, to_dict
 from .evaluation import after_temperature_scaling
 from .run_dir import RunPaths

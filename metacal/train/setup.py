@@ -15,7 +15,8 @@ from metacal.meta import MetaLearner, PlainStep
 
 from . import components, launch_info, preemption
 from .atomic_io import write_text_atomic
-from .checkpoint import TrainState, load_checkpoint, save_checkpoint
+from .checkpoint import load_checkpoint, save_checkpoint
+from .train_state import TrainState
 from .compat import resume_point
 from .config import Config, ConfigError, to_yaml
 from .run_dir import RunPaths

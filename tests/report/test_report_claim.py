@@ -29,7 +29,7 @@ def test_supported_when_lowest_ece_and_error_within_half_a_point():
     assert result["error_gap"] == pytest.approx(0.004) and result["better"] == []
     text = "\n".join(claim_markdown(table(0.054, 0.010)))
     assert "+0.40 points — within 0.5" in text and "rank 1 of 3" in text
-    assert "**Verdict on this data: supported.**" in text
+    assert "**Verdict on this data (seeds and schedule unknown): supported.**" in text
 
 
 @pytest.mark.parametrize("fl_error, fl_ece, focal_ece, lowest, within, better", [
@@ -44,7 +44,7 @@ def test_each_half_of_the_claim(fl_error, fl_ece, focal_ece, lowest, within, bet
     assert result["supported"] is (lowest and within)
     assert [r.label for r in result["better"]] == better
     text = "\n".join(claim_markdown(table(fl_error, fl_ece, focal_ece)))
-    assert ("**Verdict on this data: supported.**" in text) is (lowest and within)
+    assert "**Verdict on this data (" in text and (": supported.**" in text) is (lowest and within)
     assert ("NOT within" in text) is (not within)
 
 
@@ -142,3 +142,21 @@ def test_regime_sentence_under_confident_and_unknown():
     assert regime_sentence(rows).startswith("Regime: CE is UNDER-confident on this data (") and "T = 0.870" in \
         regime_sentence(rows)
     assert regime_sentence([row("ce", "CE", 0.05, 0.03)]) == "Regime: unknown (no temperature fitted for the CE runs)."
+
+
+def test_the_verdict_says_what_it_rests_on():
+    from metacal.report.claim import basis
+
+    def rows(*n_runs):
+        out = []
+        for i, n in enumerate(n_runs):
+            r = row(f"m{i}", f"M{i}", 0.1, 0.05)
+            r.per_run = {s: {"ece": 0.05, "error": 0.1} for s in range(n)}
+            out.append(r)
+        return out
+
+    assert basis(rows(5, 5), "30-epoch schedule") == "5 seeds per method, 30-epoch schedule"
+    assert basis(rows(3, 2)) == "2–3 seeds per method; fewer than 3 seeds: differences not resolved"
+    assert basis(rows(1, 1), "6-epoch schedule of at most 100 steps per epoch (shortened)") == (
+        "1 seed per method, 6-epoch schedule of at most 100 steps per epoch (shortened); a single seed: no spread, "
+        "not a result; shortened schedule: a smoke test of the pipeline more than a result")
