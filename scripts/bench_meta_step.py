@@ -53,7 +53,7 @@ from metacal.experiments.benchmark.meta_step import (
     rss_peaks,
 )
 from metacal.report.machine import cpu_model
-from metacal.train.runtime import retain_freed_memory
+from metacal.train.runtime import preload_forward_ad, retain_freed_memory
 
 TARGETS = "jvp ≤ 3.0× focal, head ≤ 1.4× focal, jvp ≥ 2× faster than higher, jvp peak memory < higher"
 
@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    preload_forward_ad()  # the jvp backend's forward-mode AD, without torch's jit deprecation warning
     if args.malloc == "retain" and not args.memory_child and not retain_freed_memory():
         print("warning: could not make malloc retain freed memory (no glibc); timing with its defaults",
               file=sys.stderr)
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "tangent_pass_focal": wall(lambda t: (t["jvp"] - t["floor"]) / t["focal"]),
         "tangent_pass_for_2x_focal": wall(lambda t: (t["higher"] / 2 - t["floor"]) / t["focal"]),
         "higher_recompute_over_jvp": wall(lambda t: t["higher_recompute"] / t["jvp"]),
+        "trajectory_over_jvp": wall(lambda t: t["jvp_trajectory"] / t["jvp"]),
         "times_s": times,
         # first touches of freshly mapped pages per step (glibc returns freed memory to the OS)
         "minor_faults_per_step": {n: statistics.median(f) for n, f in faults.items()},
@@ -197,7 +199,8 @@ def render_table(result, names, median, cpu_median, columns, memory, saved) -> s
     }[result["peak_mem_kind"]]
     label = {"plain": "plain CE step", "focal": "focal step (γ-Net, no meta)",
              "floor": "reference: focal step + meta-val fwd/bwd (floor)",
-             "higher_recompute": "reference: `higher` lookahead + separate real step"}
+             "higher_recompute": "reference: `higher` lookahead + separate real step",
+             "jvp_trajectory": "meta step, `jvp` + trajectory level (`meta.horizon: trajectory`)"}
     lines = [
         f"| method | median s/step (wall) | × focal | × plain | median CPU s/step | × focal (CPU) | {mem_label} "
         "| peak autograd-saved MB | page faults/step |",
@@ -220,7 +223,8 @@ def render_table(result, names, median, cpu_median, columns, memory, saved) -> s
         f"`jvp` = floor + one tangent pass: the tangent pass (with the contraction) cost "
         f"{result['tangent_pass_focal']:.2f} focal steps; for `jvp` to be 2× faster than `higher` it would have "
         f"to cost at most {result['tangent_pass_for_2x_focal']:.2f}. Against `higher` used as in the reference "
-        f"code (lookahead, then the step again): {result['higher_recompute_over_jvp']:.2f}× slower than `jvp`."
+        f"code (lookahead, then the step again): {result['higher_recompute_over_jvp']:.2f}× slower than `jvp`. "
+        f"The trajectory level (issue #14's option) costs {result['trajectory_over_jvp']:.2f}× a `jvp` meta step."
     )
     return "\n".join(lines)
 

@@ -219,6 +219,21 @@ class MetaLearner:
         self.meta_optimizer.step()
         return out
 
+    def _regrouped(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """A meta-optimiser state saved with ONE parameter group over φ in ``meta_parameters`` order (runs
+        before ``meta.shape_lr_scale`` put the γ-Net's bias in a group of its own), re-indexed for the current
+        groups: each parameter keeps its own moments; the groups' settings are the current ones."""
+        groups = self.meta_optimizer.param_groups
+        if len(saved["param_groups"]) == len(groups) or len(saved["param_groups"]) != 1:
+            return saved
+        old_index = {id(p): i for i, p in enumerate(self.meta_parameters)}
+        current = [p for g in groups for p in g["params"]]
+        if len(current) != len(old_index) or any(id(p) not in old_index for p in current):
+            return saved  # not the known layout: let torch say what does not match
+        state = {j: saved["state"][old_index[id(p)]] for j, p in enumerate(current)
+                 if old_index[id(p)] in saved["state"]}
+        return {"state": state, "param_groups": self.meta_optimizer.state_dict()["param_groups"]}
+
     def checkpointables(self) -> list[Any]:
         """Stateful objects for accelerate's ``register_for_checkpointing``, in a fixed order."""
         out: list[Any] = [] if self.gamma_net is None else [self.gamma_net]
@@ -235,6 +250,6 @@ class MetaLearner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.iteration = int(state["iteration"])
-        self.meta_optimizer.load_state_dict(state["meta_optimizer"])
+        self.meta_optimizer.load_state_dict(self._regrouped(state["meta_optimizer"]))
         if self.trajectory is not None:
             self.trajectory.load_state_dict(state.get("trajectory", {}))

@@ -258,3 +258,21 @@ def test_decay_weights_older_steps_geometrically():
     assert min(values[0], values[2]) < values[1] < max(values[0], values[2])
     with pytest.raises(ValueError, match=r"horizon decay must be in \[0, 1\]"):
         MetaLearner(model, opt, ce, gamma_net=copy.deepcopy(gamma_net), horizon="trajectory", horizon_decay=1.5)
+
+
+def test_meta_optimizer_state_of_a_single_group_run_loads_into_two_groups():
+    """Runs saved before meta.shape_lr_scale had one Adam group over (A, W, b); a resume now builds two
+    groups (b; A and W): each parameter keeps its own Adam moments."""
+    model, opt = sgd_state("mlp", lr=0.1)
+    x, y, xm, ym = batches("mlp")
+    net = make_meta(model, torch.float64)["gamma_net"]
+    old = MetaLearner(model, opt, ce, gamma_net=net, meta_optimizer=torch.optim.Adam(net.parameters(), lr=1e-4))
+    old.step(x, y, (xm, ym))
+    saved = copy.deepcopy(old.state_dict())
+    groups = [{"params": [net.bias]}, {"params": [net.attention, net.weight], "lr": 1e-5}]
+    new = MetaLearner(model, opt, ce, gamma_net=net, meta_optimizer=torch.optim.Adam(groups, lr=1e-4))
+    new.load_state_dict(saved)
+    state = new.meta_optimizer.state
+    for p in (net.attention, net.weight, net.bias):
+        assert torch.equal(state[p]["exp_avg"], old.meta_optimizer.state[p]["exp_avg"])
+    assert [g["lr"] for g in new.meta_optimizer.param_groups] == [1e-4, 1e-5]

@@ -22,8 +22,9 @@ def test_bench_script_json(capsys, tmp_path):
     assert set(result["meta_s"]) == {"higher", "jvp", "head"}
     assert result["plain_s"] > 0 and result["focal_s"] > 0
     assert result["hypergrad_rel_diff"] < 1e-4
-    assert set(result["reference_s"]) == {"floor", "higher_recompute"}
+    assert set(result["reference_s"]) == {"floor", "higher_recompute", "jvp_trajectory"}
     assert result["higher_over_floor"] > 0 and result["higher_recompute_over_jvp"] > 0
+    assert result["trajectory_over_jvp"] > 1  # the trajectory level adds work to the jvp meta step
     assert result["peak_mem_mb"]["higher"] > result["peak_mem_mb"]["jvp"]
     text = out.read_text()
     assert "| meta step, `jvp` |" in text and "python scripts/bench_meta_step.py" in text

@@ -22,8 +22,10 @@ from .memory import SavedTensorMeter, reset_rss_peak, rss_mb
 # forward/backward w.r.t. the updated parameters (work every exact full-network hypergradient that takes
 # the real step once must do, so higher / floor bounds any such backend's speed-up over `higher`);
 # "higher_recompute" = higher used as in Bohdal et al.'s code and our first prototype: a lookahead on
-# copied weights, then a separate real step (the step computed twice).
-COMPARISON_ROWS = ("floor", "higher_recompute")
+# copied weights, then a separate real step (the step computed twice); "jvp_trajectory" = the `jvp` meta step
+# with the γ level's hypergradient through the whole trajectory (meta.horizon=trajectory: + one forward and
+# one double backward on the train batch and one meta-val forward/backward per step).
+COMPARISON_ROWS = ("floor", "higher_recompute", "jvp_trajectory")
 
 
 class Method:
@@ -37,8 +39,10 @@ class Method:
         self.data = data
         self.focal = build_loss("focal", reduction="none")
         self.meta = None
-        if kind in BACKENDS:
-            self.meta = MetaLearner(self.model, self.opt, objective, gamma_net=self.gamma_net, backend=kind)
+        if kind in BACKENDS or kind == "jvp_trajectory":
+            self.meta = MetaLearner(self.model, self.opt, objective, gamma_net=self.gamma_net,
+                                    backend=kind.removesuffix("_trajectory"),
+                                    horizon="trajectory" if kind.endswith("_trajectory") else "step")
 
         self.objective = objective
         self.meta_opt = torch.optim.Adam(self.gamma_net.parameters(), lr=1e-3)
