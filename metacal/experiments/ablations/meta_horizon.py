@@ -21,12 +21,11 @@ larger γ (history.json train.raise_level_frac), ``↑γ share`` the same for th
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .gamma_oracle import REGIMES, regime_and_seeds, regime_setting, run_row
 from .meta_signal import COLUMNS as SIGNAL_COLUMNS
-from .meta_signal import SUMMARY_KEYS, run_dir, signal_row, summarise
+from .meta_signal import SUMMARY_KEYS, meta_step_share, run_dir, runs_section, signal_row, summarise
 from .page import Column, Section, Table, write_page
 from .runner import Variant, train_variant
 from .study import STUDIES, StudyOptions
@@ -64,13 +63,6 @@ def variants(quick: bool, regime: str = REGIMES[0]) -> list[Variant]:
             *robust[1:]]
 
 
-def level_share(history: list[dict[str, Any]]) -> float:
-    """Share of meta steps (all epochs) whose trajectory dJ/db was negative; NaN for one-step runs."""
-    epochs = [h["train"] for h in history if "raise_level_frac" in h.get("train", {})]
-    n = sum(t["meta_steps"] for t in epochs)
-    return sum(t["raise_level_frac"] * t["meta_steps"] for t in epochs) / n if n else math.nan
-
-
 COLUMNS = SIGNAL_COLUMNS[:-2] + [
     Column("raise_share", "↑γ share (one-step)", 100, 1, "raise_share_std"),
     Column("level_share", "↑level share (trajectory)", 100, 1, "level_share_std"), SIGNAL_COLUMNS[-1]]
@@ -101,7 +93,7 @@ def run(opts: StudyOptions):
             setting = regime_setting(regime, seed, opts.quick)
             trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed))
             rows.append({**run_row(trained, seed, None), **signal_row(trained.history),
-                         "level_share": level_share(trained.history)})
+                         "level_share": meta_step_share(trained.history, "raise_level_frac")[0]})
     summaries = [summarise([r for r in rows if r["variant"] == v.key], SUMMARY_KEYS + ("level_share",))
                  for v in chosen]
     label = regime_setting(regime, seeds[0], opts.quick).label
@@ -112,12 +104,7 @@ def run(opts: StudyOptions):
              "are defined in metacal/experiments/ablations/meta_horizon.py."]
     intro += robustness_sentences(summaries)
     sections = [Section("Outcome and signal per variant", tables=[Table("summary", summaries, COLUMNS)]),
-                Section("Every run", tables=[Table("runs", rows, [
-                    Column("variant", "Variant"), Column("seed", "seed"), Column("epoch", "selected epoch"),
-                    Column("error_test", "test error (%)", 100, 2), Column("ece_test", "test ECE (%)", 100, 2),
-                    Column("temperature", "TS T", 1, 3), Column("gamma_last", "γ last", 1, 2),
-                    Column("gamma_max", "max γ", 1, 2), Column("level_share", "↑level share", 100, 1),
-                    Column("seconds", "s", 1, 1)])])]
+                runs_section(rows, Column("level_share", "↑level share", 100, 1))]
     return write_page(opts.out, "meta_horizon" if regime == REGIMES[0] else f"meta_horizon_{regime}",
                       f"Ablation: remedies for the meta-learner on {regime}", opts.command, intro, sections,
                       opts.quick)

@@ -43,12 +43,18 @@ def variants(quick: bool) -> list[Variant]:
     return out
 
 
+def meta_step_share(history: list[dict[str, Any]], key: str) -> tuple[float, int]:
+    """(share, n): the per-epoch share ``train.<key>`` (e.g. raise_gamma_frac) over every meta step of the
+    run, weighted by ``train.meta_steps``; NaN and 0 when no epoch records it."""
+    epochs = [h["train"] for h in history if key in h.get("train", {})]
+    n = sum(t["meta_steps"] for t in epochs)
+    return (sum(t[key] * t["meta_steps"] for t in epochs) / n if n else math.nan), n
+
+
 def signal_row(history: list[dict[str, Any]]) -> dict[str, Any]:
     """↑γ share over every meta step of the run, the binomial 95% band around 1/2 for that many steps, and
     the largest γ of any training sample."""
-    epochs = [h["train"] for h in history if "raise_gamma_frac" in h.get("train", {})]
-    n = sum(t["meta_steps"] for t in epochs)
-    share = sum(t["raise_gamma_frac"] * t["meta_steps"] for t in epochs) / n if n else math.nan
+    share, n = meta_step_share(history, "raise_gamma_frac")
     gmax = max((h["train"]["gamma_max"] for h in history if "gamma_max" in h.get("train", {})), default=math.nan)
     band = f"50 ± {100 * 1.96 * 0.5 / math.sqrt(n):.1f}" if n else "–"
     return {"raise_share": share, "gamma_max": gmax, "meta_steps": n, "band": band}
@@ -80,6 +86,15 @@ COLUMNS = [Column("variant", "FLγ-SECE variant"), Column("error_test", "test er
            Column("raise_share", "↑γ share", 100, 1, "raise_share_std"), Column("band", "½ ± 95% band (%)")]
 
 
+def runs_section(rows: list[dict[str, Any]], share: Column) -> Section:
+    """The "Every run" table of the meta studies, with the study's signal share as the last-but-one column."""
+    return Section("Every run", tables=[Table("runs", rows, [
+        Column("variant", "Variant"), Column("seed", "seed"), Column("epoch", "selected epoch"),
+        Column("error_test", "test error (%)", 100, 2), Column("ece_test", "test ECE (%)", 100, 2),
+        Column("temperature", "TS T", 1, 3), Column("gamma_last", "γ last", 1, 2),
+        Column("gamma_max", "max γ", 1, 2), share, Column("seconds", "s", 1, 1)])])
+
+
 @STUDIES.register("meta_signal")
 def run(opts: StudyOptions):
     regime, seeds = regime_and_seeds(opts, "meta_signal", QUICK_SEEDS if opts.quick else FULL_SEEDS)
@@ -101,11 +116,6 @@ def run(opts: StudyOptions):
              f"Across every variant the ↑γ share lies between {100 * min(shares):.1f}% and "
              f"{100 * max(shares):.1f}%: compare it with the binomial band in the last column."]
     sections = [Section("Signal and outcome per variant", tables=[Table("summary", summaries, COLUMNS)]),
-                Section("Every run", tables=[Table("runs", rows, [
-                    Column("variant", "Variant"), Column("seed", "seed"), Column("epoch", "selected epoch"),
-                    Column("error_test", "test error (%)", 100, 2), Column("ece_test", "test ECE (%)", 100, 2),
-                    Column("temperature", "TS T", 1, 3), Column("gamma_last", "γ last", 1, 2),
-                    Column("gamma_max", "max γ", 1, 2), Column("raise_share", "↑γ share", 100, 1),
-                    Column("seconds", "s", 1, 1)])])]
+                runs_section(rows, Column("raise_share", "↑γ share", 100, 1))]
     return write_page(opts.out, "meta_signal" if regime == REGIMES[0] else f"meta_signal_{regime}",
                       f"Ablation: the meta step's signal on {regime}", opts.command, intro, sections, opts.quick)
