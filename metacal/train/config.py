@@ -18,129 +18,22 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import yaml
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from metacal.meta.learner import BACKENDS, HORIZONS
+from metacal.train.schema import (  # noqa: F401  (re-exported: the schema is part of this API)
+    Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, MetaConfig, ModelConfig, OptimConfig,
+    RunConfig, ScheduleConfig,
+)
 
 
 class ConfigError(ValueError):
     """A bad config file or override; the message is one line that says what to fix."""
-
-
-@dataclass
-class DataConfig:
-    name: str = MISSING  # a metacal.data name: mnist1d, gaussian_mixture, fashion_mnist, cifar10, …
-    root: Optional[str] = None  # dataset directory (None: the dataset's default location)
-    seed: int = 0  # seed of the train/val/meta-val split
-    batch_size: int = 128  # GLOBAL batch: split across processes
-    eval_batch_size: int = 512
-    num_workers: int = 0
-    options: Dict[str, Any] = field(default_factory=dict)  # passed to metacal.data.build
-
-
-@dataclass
-class ModelConfig:
-    name: str = MISSING  # a metacal.models name: small_resnet, resnet18, mlp, cnn1d, …
-    options: Dict[str, Any] = field(default_factory=dict)  # passed to metacal.models.build
-
-
-@dataclass
-class LossConfig:
-    name: str = "ce"  # a metacal.losses name
-    params: Dict[str, Any] = field(default_factory=dict)  # constructor arguments of the loss
-
-
-@dataclass
-class MetaConfig:
-    enabled: bool = False  # False: plain training with loss; True: one meta step per iteration
-    backend: str = "jvp"  # hypergradient backend of metacal.meta: higher | jvp | head
-    # what the γ-Net's bias (the γ level) is differentiated through: "step" (one-step lookahead, the paper)
-    # or "trajectory" (all past steps, forward-mode; metacal/meta/trajectory.py)
-    horizon: str = "step"
-    horizon_decay: float = 1.0  # trajectory: a step k iterations back counts β^k (1: all; 0: the last only)
-    # γ-Net only: the meta lr of its per-sample shape (attention A, weight W) is lr × shape_lr_scale; its
-    # bias b (the γ level) uses lr. 0 freezes the shape: one learned γ for every sample.
-    shape_lr_scale: float = 1.0
-    objective: str = "sece"  # a metacal.objectives name (the meta-validation objective)
-    objective_params: Dict[str, Any] = field(default_factory=dict)
-    # What the meta step learns: "gamma_net" (FLγ-*: focal loss with per-sample γ from a γ-Net) or
-    # "loss" (the loss's own meta_parameters(), e.g. ce_learnable_l2 coefficients for CE-DECE/SECE).
-    learner: str = "gamma_net"
-    gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
-    ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
-    every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)
-    max_meta_grad_norm: Optional[float] = None  # clip φ's gradient (total norm)
-    max_backbone_grad_norm: Optional[float] = None  # clip the backbone's gradient in meta runs (total norm)
-    optimizer: str = "adam"  # adam | sgd
-    # 1e-4, not Bohdal et al.'s 1e-3: with τ = 0.01 an Adam step of 1e-3 on the γ-Net's bias moves γ by 0.1
-    # per iteration and the one-step γ-Net runs away (γ ≈ 20 on the over-confident MNIST-1D regime, issue #14);
-    # every shipped config uses this value except the trajectory method, whose restoring signal takes 1e-3
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    batch_size: int = 128  # global meta-validation batch, split across processes
-
-
-@dataclass
-class OptimConfig:
-    name: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    nesterov: bool = False
-
-
-@dataclass
-class ScheduleConfig:
-    epochs: int = 350
-    milestones: List[int] = field(default_factory=lambda: [150, 250])
-    lr_decay: float = 0.1  # lr factor at each milestone (MultiStepLR's gamma)
-
-
-@dataclass
-class EvalConfig:
-    num_bins: int = 15
-    select_by: str = "error"  # model selection on validation: error | nll | ece
-    test_every_epoch: bool = True  # evaluate the test set every epoch (curves); else only at improvements
-
-
-@dataclass
-class LoggingConfig:
-    tensorboard: bool = True
-    progress_bar: bool = True  # tqdm bars on the main process (only when stderr is a terminal)
-    reliability_every: int = 1  # epochs between reliability-diagram images in TensorBoard (0: never)
-
-
-@dataclass
-class RunConfig:
-    seed: int = 0
-    mixed_precision: str = "no"  # no | fp16 | bf16
-    cpu: bool = False  # force CPU even when a GPU is visible
-    deterministic: bool = False  # torch.use_deterministic_algorithms (slower on GPU)
-    torch_threads: Optional[int] = None  # torch.set_num_threads per process (None: torch's default);
-    # 1 is much faster for tiny CPU models on a busy machine (no OpenMP spin-waiting)
-    malloc_retain: bool = True  # CPU runs: glibc keeps freed memory for reuse (metacal/train/runtime.py)
-    max_steps_per_epoch: Optional[int] = None  # cap on iterations per epoch (smoke tests)
-    save_checkpoints: bool = True  # a checkpoint at every epoch end (needed for --resume and preemption)
-    checkpoint_every_steps: int = 0  # also one every N global steps mid-epoch (0: only at epoch ends)
-
-
-@dataclass
-class Config:
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    meta: MetaConfig = field(default_factory=MetaConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
-    run: RunConfig = field(default_factory=RunConfig)
 
 
 CHOICES = {
