@@ -10,6 +10,9 @@ FLγ-SECE (Wang & Golebiowski 2024) on an over-confident regime, varied in what 
 * the noise of the meta-validation gradient v: a 128-sample meta batch vs the whole meta-validation split
   (400 samples on MNIST-1D: v is then exact for the current θ), with the whole trajectory or a horizon
   truncated to ≈ 4 epochs (``meta.horizon_decay`` 0.99);
+* what the level is driven by, with that noise-free v: the meta objective with CE added (J = SECE + CE, a
+  proper score that also values accuracy), and plain SGD on the level instead of Adam, whose step scales
+  with the hypergradient (Adam's is ≈ lr whatever its size, so a small persistent sign bias walks γ away);
 * the meta learning rate of the level: the shipped 1e-3, ×3 and ÷3 (issue #14's robustness check: test
   ECE within 1.5× of the shipped setting's, and no runaway γ).
 
@@ -35,6 +38,9 @@ SHIPPED = "flgamma_sece_trajectory"
 SHIPPED_LR = 1e-3
 SHIPPED_LABEL = f"trajectory level, shape frozen, lr {SHIPPED_LR:g} (shipped: {SHIPPED})"
 FULL_META_VAL = 400  # the whole meta-validation split of configs/mnist1d_overconfident: v without sampling noise
+# SGD on the level b: Δγ = −lr·∂J/∂γ̄ / τ² (τ = 0.01), so with |∂J/∂γ̄| ≈ 0.05 (TensorBoard step/dJ_dlevel)
+# lr 1e-5 moves γ ≈ 0.005 per meta step (≤ 5 over the 1,000 steps of the schedule), 1e-4 ten times that.
+SGD_LEVEL_LRS = (1e-5, 1e-4)
 ROBUST_FACTOR = 1.5  # issue #14: ECE at lr ×3 and ÷3 within 1.5× of the shipped setting's
 
 
@@ -60,6 +66,11 @@ def variants(quick: bool, regime: str = REGIMES[0]) -> list[Variant]:
                     SHIPPED, (f"meta.batch_size={FULL_META_VAL}",)),
             Variant("the same, horizon decay 0.99 (≈ 4 epochs)", SHIPPED,
                     (f"meta.batch_size={FULL_META_VAL}", "meta.horizon_decay=0.99")),
+            Variant("the same (whole trajectory), J = SECE + CE (meta.ce_weight 1)", SHIPPED,
+                    (f"meta.batch_size={FULL_META_VAL}", "meta.ce_weight=1.0")),
+            *(Variant(f"the same, SGD on the level, lr {lr:g} (step ∝ gradient)", SHIPPED,
+                      (f"meta.batch_size={FULL_META_VAL}", "meta.optimizer=sgd", f"meta.lr={lr!r}"))
+              for lr in SGD_LEVEL_LRS),
             *robust[1:]]
 
 
