@@ -158,7 +158,7 @@ def run(opts: StudyOptions):
         for seed in seeds:
             setting = regime_setting(regime, seed, opts.quick)
             safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in variant.key)
-            trained = train_variant(setting, variant, opts.work / regime / f"{safe}_seed{seed}")
+            trained = train_variant(setting, variant, opts.work / regime / f"{safe}_seed{seed}", reuse=True)
             run_rows.append(run_row(trained, seed, gamma))
             if gamma is None:
                 trajectories.append(gamma_trajectory(trained.history))

@@ -102,7 +102,7 @@ def run(opts: StudyOptions):
     for variant in chosen:
         for seed in seeds:
             setting = regime_setting(regime, seed, opts.quick)
-            trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed))
+            trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed), reuse=True)
             rows.append({**run_row(trained, seed, None), **signal_row(trained.history),
                          "level_share": meta_step_share(trained.history, "raise_level_frac")[0]})
     summaries = [summarise([r for r in rows if r["variant"] == v.key], SUMMARY_KEYS + ("level_share",))

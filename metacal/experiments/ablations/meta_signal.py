@@ -102,7 +102,7 @@ def run(opts: StudyOptions):
     for variant in variants(opts.quick):
         for seed in seeds:
             setting = regime_setting(regime, seed, opts.quick)
-            trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed))
+            trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed), reuse=True)
             rows.append({**run_row(trained, seed, None), **signal_row(trained.history)})
     summaries = [summarise([r for r in rows if r["variant"] == v.key]) for v in variants(opts.quick)]
     label = regime_setting(regime, seeds[0], opts.quick).label

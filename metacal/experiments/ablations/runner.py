@@ -74,7 +74,7 @@ class TrainedRun:
     method: str
     run_dir: Path
     metrics: dict[str, Any]  # metrics.json of the run
-    model: nn.Module  # the model after the LAST epoch
+    model: nn.Module | None  # the model after the LAST epoch (None for a reused run: finished_run)
     gamma_net: nn.Module | None
     history: list[dict[str, Any]]
     seconds: float
@@ -112,11 +112,37 @@ def announce(setting: Setting, variant: Variant, run_dir: str | Path) -> str:
     return line
 
 
-def train_variant(setting: Setting, variant: Variant, run_dir: str | Path) -> TrainedRun:
-    """Train ``variant`` under ``setting`` into ``run_dir`` (replaced if it exists); checkpoints off."""
+def finished_run(variant: Variant, run_dir: str | Path, cfg: Any) -> TrainedRun | None:
+    """The run in ``run_dir`` if it finished (metrics.json written last) with exactly the resolved config
+    ``cfg`` (its config.yaml); None otherwise. Without the model (``model``/``gamma_net`` are None) and with
+    ``seconds`` = the sum of its epochs' times: for studies that read only metrics and history."""
+    import json
+
+    from metacal.train.config import to_yaml
+
+    root = Path(run_dir)
+    try:
+        same = (root / "config.yaml").read_text() == to_yaml(cfg)
+        if not same or not (root / "metrics.json").is_file():
+            return None
+        metrics = json.loads((root / "metrics.json").read_text())
+        history = json.loads((root / "history.json").read_text())
+    except (OSError, ValueError):
+        return None
+    seconds = float(sum(h.get("time_s", 0.0) for h in history))
+    return TrainedRun(variant.key, variant.method, root, metrics, None, None, history, seconds, cfg)
+
+
+def train_variant(setting: Setting, variant: Variant, run_dir: str | Path, reuse: bool = False) -> TrainedRun:
+    """Train ``variant`` under ``setting`` into ``run_dir`` (replaced if it exists); checkpoints off.
+    ``reuse``: a run already finished there with the same resolved config is read back instead (see
+    :func:`finished_run`), so a killed or extended study trains only what is missing."""
     from metacal.train import prepare_run_dir, train
 
     cfg = _load(setting, variant, ["run.save_checkpoints=false"])
+    if reuse and (done := finished_run(variant, run_dir, cfg)) is not None:
+        print(f"variant {variant.key}: reused {run_dir} (finished, same config)", flush=True)
+        return done
     announce(setting, variant, run_dir)
     paths = prepare_run_dir(run_dir, overwrite=True)
     t0 = time.time()
