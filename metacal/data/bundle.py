@@ -43,14 +43,16 @@ class DataBundle:
     """Splits of one dataset. Every split yields ``(input_tensor, label_int64_tensor)``.
 
     ``train``/``val``/``meta_val`` come from the official training set (8:1:1 by default, seeded);
-    ``test`` is the official test set. ``input_shape`` is (C, H, W) for images, (C, L) for sequences.
+    ``test`` is the official test set, or None when a user's data has none (``image_folder`` without
+    ``test/``, ``arrays`` without ``x_test``). ``input_shape`` is (C, H, W) for images, (C, L) for
+    sequences, the feature shape for ``arrays``.
     """
 
     name: str
     train: Dataset
     val: Dataset
     meta_val: Dataset
-    test: Dataset
+    test: Dataset | None
     num_classes: int
     input_shape: tuple[int, ...]
     mean: tuple[float, ...]
@@ -63,7 +65,8 @@ class DataBundle:
         return int(self.input_shape[0])
 
     def sizes(self) -> dict[str, int]:
-        return {k: len(getattr(self, k)) for k in ("train", "val", "meta_val", "test")}
+        """Samples per split; ``test`` is left out when there is no test set."""
+        return {k: len(getattr(self, k)) for k in ("train", "val", "meta_val", "test") if getattr(self, k) is not None}
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes().items())

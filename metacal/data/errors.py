@@ -29,3 +29,11 @@ class DataNotFoundError(FileNotFoundError):
 
     def __reduce__(self):  # picklable across DataLoader worker processes
         return (type(self), (self.dataset, self.looked, self.fix, self.layout))
+
+
+class DataFormatError(ValueError):
+    """A user's data that cannot be used as it is (``image_folder``, ``arrays``, :func:`metacal.data.from_datasets`).
+
+    The message is one line: the file or folder, what is wrong, and what to change, e.g.
+    ``/data/pets/train/cat: empty class folder (no image files); add images or remove the folder``.
+    """

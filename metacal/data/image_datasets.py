@@ -11,6 +11,8 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
+from .errors import DataFormatError
+
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -41,32 +43,48 @@ class ImageArrayDataset(Dataset):
         return image, self.targets[index]
 
 
-def load_rgb(path: str | Path) -> torch.Tensor:
-    """Decode an image file to a uint8 (3, H, W) tensor (grayscale files are expanded to RGB)."""
+def load_image(path: str | Path, mode: str = "RGB") -> torch.Tensor:
+    """Decode an image file to a uint8 (C, H, W) tensor: ``mode`` "RGB" (C = 3; grayscale files are
+    expanded, an alpha channel is dropped) or "L" (C = 1; colour files become luminance, ITU-R 601-2)."""
     with Image.open(path) as img:
-        array = np.asarray(img.convert("RGB"), dtype=np.uint8)
+        array = np.asarray(img.convert(mode), dtype=np.uint8)
+    if array.ndim == 2:
+        array = array[:, :, None]
     return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()
 
 
+def load_rgb(path: str | Path) -> torch.Tensor:
+    """Decode an image file to a uint8 (3, H, W) tensor (grayscale files are expanded to RGB)."""
+    return load_image(path, "RGB")
+
+
 class ImageFileDataset(Dataset):
-    """Images read from disk on access; item = ``(transform(uint8 image), label)``."""
+    """Images read from disk on access; item = ``(transform(uint8 image), label)``; ``mode`` "RGB" or "L"
+    (:func:`load_image`). A file that cannot be decoded raises :class:`DataFormatError` naming it."""
 
     def __init__(self, paths: Sequence[str | Path], targets: Sequence[int] | torch.Tensor,
-                 transform: Transform | None = None) -> None:
+                 transform: Transform | None = None, mode: str = "RGB") -> None:
         if len(paths) != len(targets):
             raise ValueError(f"{len(paths)} image paths but {len(targets)} labels")
+        if mode not in ("RGB", "L"):
+            raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
         self.paths = [str(p) for p in paths]
         self.targets = torch.as_tensor(targets, dtype=torch.int64)
         self.transform = transform
+        self.mode = mode
 
     def with_transform(self, transform: Transform | None) -> "ImageFileDataset":
-        return ImageFileDataset(self.paths, self.targets, transform)
+        return ImageFileDataset(self.paths, self.targets, transform, self.mode)
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        image = load_rgb(self.paths[index])
+        try:
+            image = load_image(self.paths[index], self.mode)
+        except Exception as err:  # PIL raises OSError, SyntaxError, ValueError, DecompressionBombError …
+            raise DataFormatError(f"{self.paths[index]}: cannot read the image ({' '.join(str(err).split())}); "
+                                  "replace or remove the file") from None
         if self.transform is not None:
             image = self.transform(image)
         return image, self.targets[index]

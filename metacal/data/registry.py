@@ -22,8 +22,9 @@ def build(name: str, root=None, seed: int = 0, train_subset: int | None = None, 
     accepted = [p for p in inspect.signature(builder).parameters if p not in ("root", "seed")]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
+        hint = "; a smaller training set is train_subset=N" if "max_train_samples" in unknown else ""
         raise ValueError(f"dataset {name!r} has no option(s) {', '.join(unknown)}; "
-                         f"valid options: {', '.join(accepted + ['train_subset'])}")
+                         f"valid options: {', '.join(accepted + ['train_subset'])}{hint}")
     bundle = builder(root=root, seed=seed, **options)
     if train_subset is None:
         return bundle

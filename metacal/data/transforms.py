@@ -2,7 +2,8 @@
 flip) on the training view only; evaluation views are only scaled to [0, 1] and normalised.
 
 Inputs are uint8 tensors (C, H, W). Cropping and flipping act on the uint8 image, so the padding is
-black pixels (value 0) before normalisation, as with the usual PIL pipeline.
+black pixels (value 0) before normalisation, as with the usual PIL pipeline. ``folder_views`` builds the
+configurable pipeline of a user's ``image_folder`` (resize, centre / random crop, flip, normalise).
 """
 
 from __future__ import annotations
@@ -35,3 +36,34 @@ def image_views(mean: Sequence[float], std: Sequence[float], crop: int, flip: bo
     """``(train_transform, eval_transform)``; with ``augment=False`` both are the eval transform."""
     plain = eval_transform(mean, std)
     return (train_transform(mean, std, crop, flip=flip) if augment else plain), plain
+
+
+def resized_size(height: int, width: int, resize: int | tuple[int, int] | None) -> tuple[int, int]:
+    """(H, W) after ``v2.Resize(resize)``: an int sets the shorter side (the longer one is scaled by the same
+    factor and truncated, torchvision's rule), a pair is the exact size, None keeps the image as it is."""
+    if resize is None:
+        return height, width
+    if isinstance(resize, int):
+        if width <= height:
+            return int(resize * height / width), resize
+        return resize, int(resize * width / height)
+    return int(resize[0]), int(resize[1])
+
+
+def folder_views(mean: Sequence[float], std: Sequence[float], size: tuple[int, int],
+                 resize: int | tuple[int, int] | None = None, crop: tuple[int, int] | None = None,
+                 random_crop: bool = False, padding: int = 0, flip: bool = False) -> tuple[Transform, Transform]:
+    """``(train_transform, eval_transform)`` of ``image_folder``, on uint8 (C, H, W) images.
+
+    eval:  [Resize(resize)] → [CenterCrop(crop)] → x/255 → (x − mean)/std
+    train: [Resize(resize)] → RandomCrop(crop or ``size``, zero padding ``padding``) if ``random_crop``, else
+           [CenterCrop(crop)] → [horizontal flip, p = 0.5, if ``flip``] → x/255 → (x − mean)/std
+    ``size`` is the (H, W) every image has after resize and crop (the random crop's size without ``crop``).
+    """
+    head: list = [v2.Resize(resize, antialias=True)] if resize is not None else []
+    tail: list = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(list(mean), list(std))]
+    centre = [v2.CenterCrop(list(crop))] if crop is not None else []
+    train: list = [v2.RandomCrop(list(crop or size), padding=padding, fill=0)] if random_crop else list(centre)
+    if flip:
+        train.append(v2.RandomHorizontalFlip(0.5))
+    return v2.Compose(head + train + tail), v2.Compose(head + centre + tail)

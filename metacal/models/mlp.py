@@ -1,7 +1,7 @@
 """Multi-layer perceptron on flattened inputs.
 
 ``mlp(num_classes, in_channels, input_shape=None, in_features=None, hidden=(256, 256), ...)``:
-the input (N, *input_shape) — e.g. (N, C, L) for MNIST-1D or (N, C, H, W) for images — is
+the input (N, *input_shape) — e.g. (N, D) embeddings, (N, C, L) for MNIST-1D or (N, C, H, W) for images — is
 flattened to (N, prod(input_shape)); each hidden layer is Linear → [BatchNorm1d] → activation
 → [Dropout]. The features are the last hidden activation (feature_dim = hidden[-1]); with
 ``hidden=()`` the model is multinomial logistic regression and the features are the flattened
@@ -72,7 +72,9 @@ def mlp(
 ) -> MLP:
     """MLP on flattened inputs; give ``input_shape`` (C,L)/(C,H,W) or ``in_features``."""
     check_sizes("mlp", num_classes, in_channels)
-    shape = check_input_shape("mlp", in_channels, input_shape, (1, 2, 3))
+    # any rank: the input is flattened (an arrays file may hold (N, D) embeddings or (N, A, B, C, …) features)
+    rank = max(len(tuple(input_shape)), 1) if input_shape is not None else 1
+    shape = check_input_shape("mlp", in_channels, input_shape, rank)
     if shape is not None:
         size = math.prod(shape)
         if in_features is not None and int(in_features) != size:

@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from metacal.data.errors import DataFormatError
 from metacal.registry import UnknownNameError
 
 from .checkpoint import CONFIG, CheckpointError, find_latest, no_checkpoint_message
@@ -29,7 +30,8 @@ from .run_dir import RunPaths, clear_run_dir, default_run_dir, prepare_run_dir
 from .run_summary import end_of_run_summary, finished_note
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
-USER_ERRORS = (ConfigError, CheckpointError, UnknownNameError, OSError)  # OSError: FileNotFound, Permission…
+# OSError: FileNotFound, Permission…; DataFormatError: a user's image that stops decoding after the build-time check
+USER_ERRORS = (ConfigError, CheckpointError, UnknownNameError, DataFormatError, OSError)
 
 EPILOG = f"""\
 exit codes:

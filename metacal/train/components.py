@@ -79,11 +79,13 @@ def build_scheduler(cfg: Config, optimizer: torch.optim.Optimizer) -> torch.opti
 
 
 def make_loaders(cfg: Config, bundle: Any) -> tuple[Any, Any, Any]:
-    """Train (shuffled, global batch) and val/test (in order) DataLoaders, before accelerator.prepare."""
+    """Train (shuffled, global batch) and val/test (in order) DataLoaders, before accelerator.prepare; the
+    test loader is None when the data has no test set (``image_folder`` without test/, ``arrays`` without x_test)."""
     from metacal.data.loaders import make_loader
 
     d = cfg.data
     train = make_loader(bundle.train, d.batch_size, shuffle=True, seed=cfg.run.seed, num_workers=d.num_workers)
     val = make_loader(bundle.val, d.eval_batch_size, shuffle=False, seed=cfg.run.seed, num_workers=d.num_workers)
-    test = make_loader(bundle.test, d.eval_batch_size, shuffle=False, seed=cfg.run.seed, num_workers=d.num_workers)
+    test = None if bundle.test is None else make_loader(bundle.test, d.eval_batch_size, shuffle=False,
+                                                        seed=cfg.run.seed, num_workers=d.num_workers)
     return train, val, test

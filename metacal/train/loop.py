@@ -5,7 +5,7 @@ of Wang & Golebiowski 2024, Alg. 1 (the real SGD step of the backbone at the cur
 the hypergradient update of the meta-parameters on a meta-validation batch). The lr follows MultiStepLR
 per epoch. After each epoch: val and test predictions are gathered, ``loss.update_from_validation``
 sees the val logits, the best epoch by validation ``eval.select_by`` keeps its predictions, and the
-state is saved.
+state is saved. Data without a test set (a user's ``image_folder``/``arrays``) skips every test entry.
 
 Robustness (see :mod:`metacal.train.checkpoint` for the on-disk scheme):
 
@@ -54,7 +54,7 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     for epoch in range(run.state.epoch, cfg.schedule.epochs):
         t0, train_m, epoch_gamma = train_epoch(run, epoch)
         evaluate_epoch(run, epoch, t0, train_m, epoch_gamma)
-    metrics = finalize(cfg, paths, run.state, run.accelerator, run.tb)
+    metrics = finalize(cfg, paths, run.state, run.accelerator, run.tb, has_test=run.test_loader is not None)
     run.tb.close()
     run.accelerator.wait_for_everyone()
     return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.gamma_net, run.state)
@@ -136,7 +136,7 @@ def evaluate_epoch(run: Run, epoch: int, t0: float, train_m: dict[str, float],
     score = selection_score(val_m, cfg.eval.select_by)
     improved = score < state.best_score
     test, test_m = None, None
-    if cfg.eval.test_every_epoch or improved:
+    if run.test_loader is not None and (cfg.eval.test_every_epoch or improved):
         test = predict(run.model, run.test_loader, accelerator, gamma_net)
         test_m = summarize(test, cfg.eval.num_bins, binning_free=False)
     if improved:
@@ -144,7 +144,8 @@ def evaluate_epoch(run: Run, epoch: int, t0: float, train_m: dict[str, float],
         state.best_metrics = {"val": val_m, "test": test_m}
         if accelerator.is_main_process:
             val.save(run.paths.predictions / "val.npz")
-            test.save(run.paths.predictions / "test.npz")
+            if test is not None:
+                test.save(run.paths.predictions / "test.npz")
     state.history.append({"epoch": epoch + 1, "time_s": time.time() - t0, "lr": train_m["lr"],
                           "train": train_m, "val": val_m, "test": test_m})
     state.epoch, state.step_in_epoch = epoch + 1, 0

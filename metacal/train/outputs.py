@@ -23,32 +23,39 @@ from .run_summary import runtime_record
 from .tb_logging import TBLogger
 
 
-def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger) -> dict[str, Any]:
+def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger,
+             has_test: bool = True) -> dict[str, Any]:
     """Write metrics.json (best epoch: val, test, test after TS; ``runtime``: processes, threads, per-process
     batch sizes), reliability.png and history.json.
 
     The per-epoch metrics lack the binning-free estimators (O(N²)); they are added here for the selected
-    epoch, from its saved predictions — the same logits the epoch's metrics were computed from."""
+    epoch, from its saved predictions — the same logits the epoch's metrics were computed from. Without a
+    test set (``has_test=False``) ``test`` and ``test_after_ts`` are null and reliability.png shows val."""
     result: dict[str, Any] = {"epoch": state.best_epoch, "select_by": cfg.eval.select_by,
                               "val": state.best_metrics.get("val"), "test": state.best_metrics.get("test"),
                               "test_after_ts": None}
     if not accelerator.is_main_process:
         return result
-    val, test = load_predictions(paths.predictions / "val.npz"), load_predictions(paths.predictions / "test.npz")
+    val = load_predictions(paths.predictions / "val.npz")
+    test = load_predictions(paths.predictions / "test.npz") if has_test else None
     for split, pred in (("val", val), ("test", test)):  # SECE, KDE-ECE, smECE: only for the selected epoch
-        result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
-    result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
+        if pred is not None:
+            result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
+    if test is not None:
+        result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     write_text_atomic(paths.history, json.dumps(state.history, indent=2))
     import matplotlib.pyplot as plt
 
-    fig = plot_reliability()(test.probs, test.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
-                             title=f"{paths.root.name}: test, epoch {state.best_epoch}")
+    shown, name = (test, "test") if test is not None else (val, "val")
+    fig = plot_reliability()(shown.probs, shown.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
+                             title=f"{paths.root.name}: {name}, epoch {state.best_epoch}")
     plt.close(fig)
     final = {f"final/{split}_{k}": float(v) for split in ("val", "test") for k, v in (result[split] or {}).items()
              if k in ("error", "nll", "ece", "mce", "ace")}
-    final.update({f"final/test_ts_{k}": float(result["test_after_ts"][k]) for k in ("error", "nll", "ece")})
+    if result["test_after_ts"] is not None:
+        final.update({f"final/test_ts_{k}": float(result["test_after_ts"][k]) for k in ("error", "nll", "ece")})
     tb.hparams({k: v for k, v in flatten(to_dict(cfg)).items() if not isinstance(v, (list, dict))}, final)
     write_text_atomic(paths.metrics, json.dumps(result, indent=2))  # last: its presence marks a finished run
     return result

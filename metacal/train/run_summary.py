@@ -45,7 +45,11 @@ def end_of_run_summary(metrics: dict[str, Any], paths: RunPaths, epochs: int) ->
     test, ts = metrics.get("test"), metrics.get("test_after_ts")
     lines = [f"finished: selected epoch {metrics.get('epoch')} of {epochs} — {why} (eval.select_by={select_by}); "
              "in the epoch lines ' *' marks each new best, so the selected epoch is the last one marked"]
-    line = f"test at that epoch: error {_pct(test, 'error')}, ECE {_pct(test, 'ece')}"
+    if test is None:  # data without a test set: say so, and give the validation numbers instead
+        line = (f"no test set; validation at that epoch: error {_pct(metrics.get('val'), 'error')}, "
+                f"ECE {_pct(metrics.get('val'), 'ece')}")
+    else:
+        line = f"test at that epoch: error {_pct(test, 'error')}, ECE {_pct(test, 'ece')}"
     if ts:
         line += (f"; after temperature scaling (T = {float(ts.get('temperature', float('nan'))):.3f}, fitted by NLL "
                  f"on validation): error {_pct(ts, 'error')}, ECE {_pct(ts, 'ece')}")

@@ -97,12 +97,12 @@ def test_tests_needing_fashion_mnist_skip_when_it_is_hidden(tmp_path):
 
 
 def test_unknown_name_and_option():
-    with pytest.raises(UnknownNameError, match="available: cifar10, cifar100, fashion_mnist"):
+    with pytest.raises(UnknownNameError, match="available: arrays, cifar10, cifar100, fashion_mnist"):
         data.build("imagenet")
     with pytest.raises(ValueError, match="no option.*batchsize.*valid options: split"):
         data.build("gaussian_mixture", batchsize=3)
-    assert data.available() == ["cifar10", "cifar100", "fashion_mnist", "gaussian_mixture", "mnist1d", "svhn",
-                                "tiny_imagenet"]
+    assert data.available() == ["arrays", "cifar10", "cifar100", "fashion_mnist", "gaussian_mixture", "image_folder",
+                                "mnist1d", "svhn", "tiny_imagenet"]
 
 
 def test_error_survives_pickling():

@@ -19,6 +19,8 @@ CASES = [
     ("mlp", 1, {"input_shape": (1, 40)}, (1, 40)),
     ("mlp", 2, {"in_features": 2 * 5 * 5, "hidden": (), "batch_norm": True}, (2, 5, 5)),
     ("mlp", 3, {"in_features": 12, "hidden": (8,), "batch_norm": True, "dropout": 0.5}, (3, 4)),
+    ("mlp", 16, {"input_shape": (16,), "hidden": (8,)}, (16,)),  # (N, D) embeddings of an arrays file
+    ("mlp", 2, {"input_shape": (2, 3, 2, 2), "hidden": (8,)}, (2, 3, 2, 2)),  # any rank: flattened
     ("resnet18", 3, {}, (3, 16, 16)),
     ("resnet34", 3, {}, (3, 8, 8)),
     ("resnet50", 3, {}, (3, 8, 8)),
