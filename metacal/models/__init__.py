@@ -16,6 +16,11 @@ Models (module — names):
                     post-activation 6n+2 construction), ``wide_resnet`` (any depth/width)
   densenet.py     — ``densenet100`` (DenseNet-BC k=12), ``densenet121`` (stem imagenet|cifar)
 2-D models end in global average pooling, so 32×32 and 64×64 (Tiny-ImageNet) inputs both work.
+
+Beyond the registry: ``torchvision:<name>`` builds any torchvision classification network with a K-class
+head (torchvision_models.py), and :func:`wrap` gives any ``nn.Module`` the contract, its features read
+by a forward hook on the head's input or on a named layer (features.py). ``load_weights`` (weights.py)
+starts a model from a local state dict with one-line errors for missing keys and shape mismatches.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from typing import Any
 from torch import nn
 
 from .base import Classifier
+from .features import ContractError, FeatureClassifier, keeps_contract, probe_contract, wrap
 from .registry import MODELS
+from .torchvision_models import PREFIX as TORCHVISION_PREFIX, build_torchvision, is_torchvision, resolve, torchvision_name
+from .weights import WeightsMismatchError, load_weights
 from . import small_resnet  # noqa: F401  (small_resnet)
 from . import mlp  # noqa: F401  (mlp)
 from . import cnn1d  # noqa: F401  (cnn1d)
@@ -35,9 +43,19 @@ from . import wide_resnet  # noqa: F401  (wide_resnet, wrn28_10, wrn26_10)
 from . import densenet  # noqa: F401  (densenet100, densenet121)
 
 
+def check_name(name: str) -> None:
+    """UnknownNameError (listing the valid names) unless ``name`` is registered or ``torchvision:<known>``."""
+    if is_torchvision(name):
+        resolve(torchvision_name(name))
+    else:
+        MODELS.get(name)
+
+
 def build(name: str, num_classes: int, in_channels: int, **options: Any) -> nn.Module:
-    """Build a registered classifier. An unknown name raises UnknownNameError listing the
-    names; an option the model does not take raises ValueError listing the ones it does."""
+    """Build a registered classifier, or ``torchvision:<name>``. An unknown name raises UnknownNameError
+    listing the names; an option the model does not take raises ValueError listing the ones it does."""
+    if is_torchvision(name):
+        return build_torchvision(torchvision_name(name), num_classes=num_classes, in_channels=in_channels, **options)
     builder = MODELS.get(name)
     accepted = [p for p in inspect.signature(builder).parameters
                 if p not in ("num_classes", "in_channels")]
@@ -54,4 +72,5 @@ def available() -> list[str]:
     return MODELS.available()
 
 
-__all__ = ["Classifier", "MODELS", "build", "available"]
+__all__ = ["Classifier", "ContractError", "FeatureClassifier", "MODELS", "TORCHVISION_PREFIX", "WeightsMismatchError",
+           "available", "build", "check_name", "keeps_contract", "load_weights", "probe_contract", "wrap"]
