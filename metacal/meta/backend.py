@@ -23,10 +23,20 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .replay import PrimalRecorder
 from .sgd_lookahead import lookahead_scales
 from .slots import TensorSlots
+
+
+def differentiable_attention():
+    """Context in which ``scaled_dot_product_attention`` uses its math kernel (matmul, softmax). torch's fused
+    CPU/GPU attention kernels have neither a forward-mode rule (the ``jvp`` JVP pass) nor a second derivative
+    (``higher``'s differentiable step, the trajectory's double backward); the math kernel computes the same
+    attention and has both, so transformers (torchvision's ViT) work with every backend. (With attention
+    dropout > 0 the math kernel draws other masks than a fused real forward would.)"""
+    return sdpa_kernel([SDPBackend.MATH])
 
 
 @dataclass

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from .backend import StepContext, StepResult, accumulate_grads
+from .backend import StepContext, StepResult, accumulate_grads, differentiable_attention
 from .sgd_lookahead import clip_factor
 
 
@@ -37,7 +37,7 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
     names = [n for n, _ in model.named_parameters()]
     head = [names.index(n) if n is not None else None for n in ctx.head_names]
     clip = (lambda grads: _clip(grads, ctx.max_grad_norm)) if ctx.max_grad_norm is not None else None
-    with higher.innerloop_ctx(model, sgd, copy_initial_weights=False) as (fmodel, diffopt):
+    with higher.innerloop_ctx(model, sgd, copy_initial_weights=False) as (fmodel, diffopt), differentiable_attention():
         # (1) train forward through the functional copy; its BN running statistics are the real ones
         logits, features = fmodel(inputs, return_features=True)
         with torch.no_grad():

@@ -32,6 +32,7 @@ from .backend import (
     StepContext,
     StepResult,
     contract_hypergradient,
+    differentiable_attention,
     head_params,
     meta_val_forward,
     real_step,
@@ -58,7 +59,8 @@ def network_jvp(
 ) -> torch.Tensor:
     """(J t): forward-mode derivative of the logits at θ = ``primals`` along ``tangents`` (train mode;
     with ``rng`` the real forward's random draws — dropout masks — are replayed)."""
-    with torch.no_grad(), fwAD.dual_level(), (rng.replay() if rng is not None else nullcontext()):
+    with torch.no_grad(), fwAD.dual_level(), (rng.replay() if rng is not None else nullcontext()), \
+            differentiable_attention():
         duals = {
             n: fwAD.make_dual(p, tangents[n]) if n in tangents else p for n, p in primals.items()
         }

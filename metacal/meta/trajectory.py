@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .backend import RNGState, StepContext, meta_val_forward
+from .backend import RNGState, StepContext, differentiable_attention, meta_val_forward
 from .sgd_lookahead import clip_factor
 
 
@@ -76,7 +76,8 @@ class TrajectoryHypergradient:
                 tangent.mul_(self.decay)
         leaves = {n: t.requires_grad_(True) for n, t in before.params.items()}
         params = [leaves[n] for n in self.names]
-        with torch.enable_grad(), before.rng.replay(), ctx.slots.swapped({**leaves, **ctx.slots.scratch_buffers()}):
+        with torch.enable_grad(), before.rng.replay(), ctx.slots.swapped({**leaves, **ctx.slots.scratch_buffers()}), \
+                differentiable_attention():
             logits, features = ctx.model(inputs, return_features=True)
             gamma = ctx.inner.meta_inputs(features)
             self.dgamma_db = torch.autograd.grad(gamma.mean(), self.parameter, retain_graph=True)[0].detach()

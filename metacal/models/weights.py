@@ -77,7 +77,9 @@ def load_weights(model: nn.Module, state: Mapping[str, Tensor], skip: Iterable[s
     """Copy ``state`` into ``model`` (module docstring); returns the model keys that were loaded."""
     own = model.state_dict()
     prefix = "net." if isinstance(model, FeatureClassifier) else ""
+    original = {k: k for k in state}  # model-side key → the checkpoint's own name (for the messages)
     if prefix and not any(k.startswith(prefix) for k in state):
+        original = {prefix + k: k for k in state}
         state = {prefix + k: v for k, v in state.items()}
     skip = list(skip)
     for p in skip:
@@ -89,7 +91,7 @@ def load_weights(model: nn.Module, state: Mapping[str, Tensor], skip: Iterable[s
     wanted = {k for k in own if not skipped(k)}
     given = {k for k in state if not skipped(k)}
     missing = sorted(k for k in wanted - given if not k.endswith("num_batches_tracked"))
-    unexpected = sorted(given - wanted)
+    unexpected = sorted(original[k] for k in given - wanted)
     mismatched = sorted(k for k in wanted & given if tuple(state[k].shape) != tuple(own[k].shape))
     if missing or unexpected or mismatched:
         raise WeightsMismatchError(_mismatch_message(model, source, own, wanted & given, missing, unexpected,
