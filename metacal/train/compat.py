@@ -1,7 +1,8 @@
 """May this config continue that checkpoint? Compare the resolved configs before loading anything.
 
 Keys that fix the architecture or the saved state (model, number of classes, loss and its state, meta
-learner, γ-Net, optimiser types, data split, seed, precision) must equal the checkpoint's; a resume
+learner, γ-Net, optimiser types and parameter groups — frozen prefixes, backbone lr scale —, schedule type,
+data split, seed, precision) must equal the checkpoint's; a resume
 with ``--set`` changes to them is refused with one message naming the key. Keys that only steer the
 rest of the run (epochs, milestones, learning rates, logging, eval …) may change. A checkpoint taken
 mid-epoch also fixes the batch size and the step cap (they decide which batches remain in the epoch).
@@ -18,9 +19,9 @@ import yaml
 from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest, no_checkpoint_message
 from .config import Config, ConfigError, build_config, flatten, to_dict, upgrade_saved
 
-FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "loss.name", "loss.params",
-         "meta.enabled", "meta.learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size", "optim.name",
-         "run.seed", "run.mixed_precision")
+FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "model.freeze", "loss.name",
+         "loss.params", "meta.enabled", "meta.learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size",
+         "optim.name", "optim.backbone_lr_scale", "schedule.name", "run.seed", "run.mixed_precision")
 FIXED_MID_EPOCH = ("data.batch_size", "run.max_steps_per_epoch")
 
 

@@ -40,14 +40,25 @@ def build_data(cfg: Config):
                      seed=cfg.data.seed, **cfg.data.options)
 
 
-def build_model(cfg: Config, bundle: Any) -> nn.Module:
+def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True) -> nn.Module:
+    """The model by name, started from ``model.checkpoint`` (unless ``load_checkpoint`` is False: a resume
+    restores its own weights), with ``model.freeze`` applied (metacal/train/optim.py)."""
     from metacal import models
 
-    models.MODELS.get(cfg.model.name)
+    from .init_weights import load_initial_weights
+    from .optim import freeze
+
+    models.check_name(cfg.model.name)
     options = dict(cfg.model.options)
     options.setdefault("input_shape", tuple(bundle.input_shape))
-    return construct(f"model ({cfg.model.name})", models.build, cfg.model.name,
-                     num_classes=bundle.num_classes, in_channels=bundle.in_channels, **options)
+    model = construct(f"model ({cfg.model.name})", models.build, cfg.model.name,
+                      num_classes=bundle.num_classes, in_channels=bundle.in_channels, **options)
+    if cfg.model.checkpoint_skip and not cfg.model.checkpoint:
+        raise ConfigError("model.checkpoint_skip needs model.checkpoint (the weights to load)")
+    if cfg.model.checkpoint and load_checkpoint:
+        construct("model.checkpoint", load_initial_weights, model, cfg.model.checkpoint, list(cfg.model.checkpoint_skip))
+    construct("model.freeze", freeze, model, list(cfg.model.freeze))
+    return model
 
 
 def build_loss(cfg: Config, model: nn.Module, num_classes: int) -> nn.Module:
@@ -66,16 +77,20 @@ def build_loss(cfg: Config, model: nn.Module, num_classes: int) -> nn.Module:
 
 
 def build_optimizer(cfg: Config, model: nn.Module) -> torch.optim.Optimizer:
-    """SGD lr 0.1, momentum 0.9, weight decay 5e-4 by default (Wang & Golebiowski 2024, §4)."""
-    o = cfg.optim
-    return construct("optim", torch.optim.SGD, model.parameters(), lr=o.lr, momentum=o.momentum,
-                     weight_decay=o.weight_decay, nesterov=o.nesterov)
+    """SGD lr 0.1, momentum 0.9, weight decay 5e-4 by default (Wang & Golebiowski 2024, §4); or AdamW, frozen
+    parameters left out, the backbone at ``optim.backbone_lr_scale`` × lr (metacal/train/optim.py)."""
+    from .optim import build_optimizer as build
+
+    return construct("optim", build, cfg.optim, model)
 
 
-def build_scheduler(cfg: Config, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
-    """lr × ``lr_decay`` at each milestone epoch (150 and 250 in Wang & Golebiowski 2024); stepped once per epoch."""
-    s = cfg.schedule
-    return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(s.milestones), gamma=s.lr_decay)
+def build_scheduler(cfg: Config, optimizer: torch.optim.Optimizer, steps_per_epoch: int):
+    """``schedule.name`` with its cadence (metacal/train/schedules.py): ``step`` = lr × ``lr_decay`` at each
+    milestone epoch (150 and 250 in Wang & Golebiowski 2024), stepped once per epoch; with a warm-up, and
+    ``cosine`` / ``constant``, stepped after every iteration."""
+    from .schedules import build_schedule
+
+    return construct("schedule", build_schedule, cfg.schedule, optimizer, steps_per_epoch)
 
 
 def make_loaders(cfg: Config, bundle: Any) -> tuple[Any, Any, Any]:

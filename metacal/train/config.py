@@ -41,7 +41,8 @@ CHOICES = {
     "meta.horizon": HORIZONS,
     "meta.learner": ("gamma_net", "loss"),
     "meta.optimizer": ("adam", "sgd"),
-    "optim.name": ("sgd",),
+    "optim.name": ("sgd", "adamw"),
+    "schedule.name": ("step", "cosine", "constant"),
     "eval.select_by": ("error", "nll", "ece"),
     "run.mixed_precision": ("no", "fp16", "bf16"),
 }
@@ -159,7 +160,24 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
         raise ConfigError(f"meta.horizon_decay must be in [0, 1]; got {cfg.meta.horizon_decay}")
     if cfg.meta.horizon == "trajectory" and cfg.meta.learner != "gamma_net":
         raise ConfigError("meta.horizon=trajectory learns the γ-Net's bias: it needs meta.learner=gamma_net")
+    check_fine_tuning(cfg)
     return cfg
+
+
+def check_fine_tuning(cfg: Config) -> None:
+    """The optimiser, schedule and freezing keys (docs: configs/README.md, "Fine-tuning")."""
+    o, s = cfg.optim, cfg.schedule
+    if cfg.meta.enabled and o.name != "sgd":
+        raise ConfigError(f"optim.name={o.name} cannot be used with meta.enabled: the meta step differentiates through "
+                          "torch.optim.SGD's update (metacal/meta/sgd_lookahead.py); use optim.name=sgd")
+    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+        raise ConfigError(f"optim.betas must be two numbers in [0, 1); got {list(o.betas)}")
+    if not o.eps > 0:
+        raise ConfigError(f"optim.eps must be > 0; got {o.eps}")
+    if not o.backbone_lr_scale >= 0:
+        raise ConfigError(f"optim.backbone_lr_scale must be >= 0; got {o.backbone_lr_scale}")
+    if not 0 <= s.warmup_epochs < s.epochs:
+        raise ConfigError(f"schedule.warmup_epochs must be >= 0 and < schedule.epochs ({s.epochs}); got {s.warmup_epochs}")
 
 
 def upgrade_saved(data: dict[str, Any]) -> DictConfig:

@@ -2,8 +2,8 @@
 
 One iteration is ``run.stepper.step(x, y)`` (:mod:`metacal.train.steps`): a plain step, or one meta step
 of Wang & Golebiowski 2024, Alg. 1 (the real SGD step of the backbone at the current per-sample γ, then
-the hypergradient update of the meta-parameters on a meta-validation batch). The lr follows MultiStepLR
-per epoch. After each epoch: val and test predictions are gathered, ``loss.update_from_validation``
+the hypergradient update of the meta-parameters on a meta-validation batch). The lr follows
+``schedule.name`` (metacal/train/schedules.py): MultiStepLR per epoch, or a per-iteration schedule. After each epoch: val and test predictions are gathered, ``loss.update_from_validation``
 sees the val logits, the best epoch by validation ``eval.select_by`` keeps its predictions, and the
 state is saved. Data without a test set (a user's ``image_folder``/``arrays``) skips every test entry.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 from typing import Callable
 
 import torch
@@ -89,6 +88,7 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
         out = run.stepper.step(inputs, targets)
         check_finite(accelerator, {"loss": out.loss, "meta_objective": out.meta_objective, "gamma": out.gamma},
                      where)
+        run.scheduler.iteration_done()  # per-iteration schedules (warm-up, cosine, constant); before any save
         _accumulate(acc, out)
         state.global_step += 1
         run.tb.step_scalars(out, state.global_step)
@@ -102,9 +102,7 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
             bar.close()
             raise run.preempted(where, saved)
     bar.close()
-    with warnings.catch_warnings():  # the higher backend updates θ without calling optimizer.step()
-        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
-        run.scheduler.step()
+    run.scheduler.epoch_done()  # the epoch-level MultiStepLR of schedule.name=step
 
     train_m = {"loss": _mean_over_processes(accelerator, acc.loss_sum / max(acc.count, 1)), "lr": lr}
     if acc.meta_count:

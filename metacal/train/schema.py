@@ -25,8 +25,16 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = MISSING  # a metacal.models name: small_resnet, resnet18, mlp, cnn1d, …
+    # a metacal.models name (small_resnet, resnet18, mlp, cnn1d, …) or torchvision:<name> (any torchvision
+    # classification network, e.g. torchvision:resnet18, torchvision:vit_b_16; metacal/models/torchvision_models.py)
+    name: str = MISSING
     options: Dict[str, Any] = field(default_factory=dict)  # passed to metacal.models.build
+    # local weights to start from: a state-dict file (torch.save / .safetensors; torchvision's .pth), a metacal
+    # checkpoint directory, or a metacal run directory (its best checkpoint); never downloaded
+    checkpoint: Optional[str] = None
+    checkpoint_skip: List[str] = field(default_factory=list)  # tensor-name prefixes NOT loaded (a new head: [net.fc])
+    # parameter-name prefixes kept fixed (requires_grad off, left out of the optimiser), e.g. [net.conv1, net.layer1]
+    freeze: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -67,18 +75,25 @@ class MetaConfig:
 
 @dataclass
 class OptimConfig:
-    name: str = "sgd"
+    name: str = "sgd"  # sgd | adamw (plain runs only: the meta step differentiates SGD's update)
     lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    nesterov: bool = False
+    momentum: float = 0.9  # sgd
+    weight_decay: float = 5e-4  # sgd: L2 added to the gradient; adamw: decoupled, θ ← θ − lr·wd·θ
+    nesterov: bool = False  # sgd
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])  # adamw
+    eps: float = 1e-8  # adamw
+    backbone_lr_scale: float = 1.0  # every parameter except the head's (model.classifier) trains at lr × this
 
 
 @dataclass
 class ScheduleConfig:
+    name: str = "step"  # step (lr × lr_decay at each milestone epoch) | cosine | constant
     epochs: int = 350
     milestones: List[int] = field(default_factory=lambda: [150, 250])
     lr_decay: float = 0.1  # lr factor at each milestone (MultiStepLR's gamma)
+    # linear warm-up over this many epochs (fractions allowed), counted in iterations: lr × (t+1)/W for the
+    # first W = round(warmup_epochs × steps per epoch) iterations (metacal/train/schedules.py)
+    warmup_epochs: float = 0.0
 
 
 @dataclass

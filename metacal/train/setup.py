@@ -76,7 +76,7 @@ class Run:
     model: torch.nn.Module  # prepared (possibly DDP-wrapped)
     loss_fn: torch.nn.Module
     optimizer: Any
-    scheduler: Any
+    scheduler: Any  # metacal.train.schedules.LRSchedule: iteration_done() / epoch_done()
     stepper: PlainStep | MetaLearner
     train_loader: Any
     val_loader: Any
@@ -121,16 +121,16 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
                           f"batches and must be divisible by the number of processes ({n})")
     resume_from = resume_point(paths, cfg) if resume else None
     bundle = components.build_data(cfg)
-    model = components.build_model(cfg, bundle)
+    model = components.build_model(cfg, bundle, load_checkpoint=resume_from is None)
     loss_fn = components.build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
-    optimizer = components.build_optimizer(cfg, model)
-    scheduler = components.build_scheduler(cfg, optimizer)
+    raw_optimizer = components.build_optimizer(cfg, model)
     loaders = components.make_loaders(cfg, bundle)
-    model, optimizer, *loaders = accelerator.prepare(model, optimizer, *loaders)
+    model, optimizer, *loaders = accelerator.prepare(model, raw_optimizer, *loaders)
     stepper = build_step(cfg, accelerator, model, loss_fn, optimizer, bundle)
     steps_per_epoch = len(loaders[0])
     if cfg.run.max_steps_per_epoch is not None:
         steps_per_epoch = min(steps_per_epoch, cfg.run.max_steps_per_epoch)
+    scheduler = components.build_scheduler(cfg, raw_optimizer, steps_per_epoch)
     run = Run(cfg, paths, accelerator, model, loss_fn, optimizer, scheduler, stepper, *loaders,
               steps_per_epoch=steps_per_epoch, config_yaml=to_yaml(cfg))
 

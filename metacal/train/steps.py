@@ -38,6 +38,9 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     if cfg.run.mixed_precision == "fp16":
         raise ConfigError("meta.enabled with run.mixed_precision=fp16 is not supported (the meta step's "
                           "SGD update bypasses the fp16 grad scaler); use bf16 or no")
+    if m.backend == "head" and not getattr(raw, "features_are_head_input", True):
+        raise ConfigError("meta.backend=head differentiates the head applied to the features, but model.options."
+                          "feature_layer makes the features another layer's output; use backend jvp or higher")
     objective = components.construct(f"meta.objective_params ({m.objective})", objectives.build, m.objective,
                                       **m.objective_params)
     gamma_net = None
