@@ -53,8 +53,6 @@ def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True) -> nn.Mo
     options.setdefault("input_shape", tuple(bundle.input_shape))
     model = construct(f"model ({cfg.model.name})", models.build, cfg.model.name,
                       num_classes=bundle.num_classes, in_channels=bundle.in_channels, **options)
-    if cfg.model.checkpoint_skip and not cfg.model.checkpoint:
-        raise ConfigError("model.checkpoint_skip needs model.checkpoint (the weights to load)")
     if cfg.model.checkpoint and load_checkpoint:
         construct("model.checkpoint", load_initial_weights, model, cfg.model.checkpoint, list(cfg.model.checkpoint_skip))
     construct("model.freeze", freeze, model, list(cfg.model.freeze))

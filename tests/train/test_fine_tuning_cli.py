@@ -169,7 +169,6 @@ BAD = {
                            "model.checkpoint does not exist: /nonexistent/r18.pth"),
     "weights by name": ({"model": {"options": {"weights": "IMAGENET1K_V1"}}}, "this workplace is offline"),
     "freeze prefix": ({"model": {"freeze": ["layer1"]}}, "model.freeze 'layer1' matches no parameter"),
-    "skip without checkpoint": ({"model": {"checkpoint_skip": ["net.fc"]}}, "model.checkpoint_skip needs model.checkpoint"),
     "unknown torchvision name": ({"model": {"name": "torchvision:resnet19"}}, "unknown torchvision model 'resnet19'"),
     "adamw with meta": ({**META, "optim": {"name": "adamw"}}, "optim.name=adamw cannot be used with meta.enabled"),
     "head backend on another layer": (merged(META, {"meta": {"backend": "head"},
@@ -196,3 +195,26 @@ def test_bad_model_input_is_one_line_exit_2_nothing_written(case, write_images_c
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
     assert fragment in lines[0], lines[0]
     assert not run_dir.exists()
+
+
+def test_example_config_builds_the_documented_fine_tuning_setup(imagenet_like):
+    """configs/examples/finetune_resnet18_fashion_mnist.yaml with a local weights file (no data needed)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from metacal.train.components import build_model, build_optimizer, build_scheduler
+    from metacal.train.config import load_config
+
+    example = Path(__file__).resolve().parents[2] / "configs" / "examples" / "finetune_resnet18_fashion_mnist.yaml"
+    cfg = load_config(example, [f"model.checkpoint={imagenet_like}"])
+    assert (cfg.data.name, cfg.meta.enabled, cfg.loss.name) == ("fashion_mnist", True, "focal")
+    bundle = SimpleNamespace(input_shape=(1, 28, 28), num_classes=10, in_channels=1)
+    model = build_model(cfg, bundle)
+    start = torch.load(imagenet_like, weights_only=True)
+    assert torch.equal(model.net.layer3[1].conv2.weight, start["layer3.1.conv2.weight"])
+    assert model.classifier.weight.shape == (10, 512) and model.adapter.channels == 3
+    assert not model.net.layer1[0].conv1.weight.requires_grad and model.net.layer2[0].conv1.weight.requires_grad
+    optimizer = build_optimizer(cfg, model)
+    assert [g["lr"] for g in optimizer.param_groups] == [0.01, pytest.approx(0.001)]
+    assert build_scheduler(cfg, optimizer, steps_per_epoch=10).per_iteration
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.01 / 5)  # warm-up: W = 5 iterations

@@ -50,5 +50,6 @@ def test_script_exit_code_and_stderr(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("error: unknown config key 'optim.momentm' (did you mean 'optim.momentum'?); "
-                                   "valid keys in optim: name, lr, momentum, weight_decay, nesterov")
+                                   "valid keys in optim: name, lr, momentum, weight_decay, nesterov, betas, eps, "
+                                   "backbone_lr_scale")
     assert not (tmp_path / "run").exists()
