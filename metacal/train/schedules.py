@@ -1,8 +1,8 @@
 """Learning-rate schedules (``schedule.name``) and when they are stepped.
 
 With t the 0-based index of the iteration about to run, E iterations per epoch, T = epochs·E iterations in
-all and W = round(warmup_epochs·E) warm-up iterations (at least 1 when warmup_epochs > 0), every parameter
-group trains at its base lr times::
+all and W = round(warmup_epochs·E) warm-up iterations (Python's round, half to even; at least 1 when
+warmup_epochs > 0), every parameter group trains at its base lr times::
 
     warm(t)   = (t + 1)/W for t < W, else 1                 (linear warm-up; the first step is not wasted at lr 0)
     step      : lr_decay^#{milestones m ≤ ⌊t/E⌋}            (the epoch-level MultiStepLR of Wang & Golebiowski 2024)

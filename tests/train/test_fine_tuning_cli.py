@@ -218,3 +218,14 @@ def test_example_config_builds_the_documented_fine_tuning_setup(imagenet_like):
     assert [g["lr"] for g in optimizer.param_groups] == [0.01, pytest.approx(0.001)]
     assert build_scheduler(cfg, optimizer, steps_per_epoch=10).per_iteration
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.01 / 5)  # warm-up: W = 5 iterations
+
+
+@pytest.mark.parametrize("override,key", [("model.freeze=[layers.0]", "model.freeze"),
+                                          ("optim.backbone_lr_scale=0.5", "optim.backbone_lr_scale"),
+                                          ("schedule.name=cosine", "schedule.name")])
+def test_resume_refuses_changes_to_the_optimiser_layout(override, key, write_config, run_cli, tmp_path):
+    run_dir = tmp_path / "run"
+    config = write_config("ce", {"logging": {"tensorboard": False}, "schedule": {"epochs": 1}})
+    assert run_cli(["--config", config, "--run-dir", run_dir])[0] == 0
+    code, _, err = run_cli(["--run-dir", run_dir, "--resume", "--set", override, "schedule.epochs=2"])
+    assert code == 2 and f"cannot resume: {key} is" in err and len(err.strip().splitlines()) == 1, err
