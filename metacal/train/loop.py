@@ -3,9 +3,10 @@
 One iteration is ``run.stepper.step(x, y)`` (:mod:`metacal.train.steps`): a plain step, or one meta step
 of Wang & Golebiowski 2024, Alg. 1 (the real SGD step of the backbone at the current per-sample γ, then
 the hypergradient update of the meta-parameters on a meta-validation batch). The lr follows
-``schedule.name`` (metacal/train/schedules.py): MultiStepLR per epoch, or a per-iteration schedule. After each epoch: val and test predictions are gathered, ``loss.update_from_validation``
-sees the val logits, the best epoch by validation ``eval.select_by`` keeps its predictions, and the
-state is saved. Data without a test set (a user's ``image_folder``/``arrays``) skips every test entry.
+``schedule.name`` (metacal/train/schedules.py): MultiStepLR per epoch, or a per-iteration schedule. After
+each epoch: val and test predictions are gathered, ``loss.update_from_validation`` sees the val logits, the
+best epoch by validation ``eval.select_by`` keeps its predictions, and the state is saved. Data without a
+test set (a user's ``image_folder``/``arrays``) skips every test entry.
 
 Robustness (see :mod:`metacal.train.checkpoint` for the on-disk scheme):
 
