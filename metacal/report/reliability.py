@@ -6,7 +6,9 @@ ECE and MCE (equal width, ``num_bins``) in the title. Optional, on the same axes
 * ``smooth``: the smooth reliability curve of Błasiok & Nakkiran 2023 as relplot computes it —
   ``relplot.prepare_rel_diagram(conf, correct, plot_confidence_band=False)["mesh"/"mu"]``, the kernel
   regression of correctness on confidence at smECE's bandwidth σ* (deterministic; relplot's own bagged band is
-  not drawn) — with smECE in its label.
+  not drawn) — with smECE in its label. Drawn only where relplot's density of the confidences is at least
+  ``SMOOTH_MIN_DENSITY`` of its maximum: the kernel regression extrapolates into empty stretches, which relplot's
+  own plot hides by drawing the curve with a width proportional to that density.
 
 Drawn on a ``Figure`` with the Agg canvas attached directly (``FigureCanvasAgg``): headless, no pyplot state,
 and the process-wide matplotlib backend is left alone (importing this module does not switch it).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -27,6 +30,7 @@ from metacal.metrics.inputs import check_probs_labels, top_label
 
 BAND_LABEL = "{level:g}% bootstrap interval (B = {bootstrap})"
 SMOOTH_LABEL = "smooth (relplot), smECE {smece:.2f}%"
+SMOOTH_MIN_DENSITY = 0.01
 
 
 def plot_reliability(
@@ -72,7 +76,8 @@ def plot_reliability(
                      label=BAND_LABEL.format(level=100 * bands.level, bootstrap=bands.bootstrap))
     if smooth:
         curve = smooth_curve(conf, correct)
-        top.plot(curve["mesh"], curve["mu"], color="#ff7f0e", linewidth=1.6,
+        shown = curve["density"] >= SMOOTH_MIN_DENSITY * curve["density"].max()
+        top.plot(curve["mesh"], np.where(shown, curve["mu"], np.nan), color="#ff7f0e", linewidth=1.6,
                  label=SMOOTH_LABEL.format(smece=100 * curve["ce"]))
     top.set_xlim(0, 1)
     top.set_ylim(0, 1)
