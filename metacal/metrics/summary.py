@@ -40,6 +40,9 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15, binni
     """
     check_probs_labels(probs, labels)
     num_bins = check_num_bins(num_bins)
+    spec = None if ci is None or ci is False else BootstrapSpec() if ci is True else ci
+    if spec is not None and not isinstance(spec, BootstrapSpec):
+        raise ValueError(f"ci must be a BootstrapSpec, True or None, got {type(ci).__name__}")
     probs = probs.detach()
     labels = labels.to(probs.device)
     conf, _, correct = top_label(probs, labels)
@@ -59,10 +62,7 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15, binni
     }
     if binning_free:
         out.update(_binning_free(conf, correct))
-    if ci is not None and ci is not False:
-        spec = BootstrapSpec() if ci is True else ci
-        if not isinstance(spec, BootstrapSpec):
-            raise ValueError(f"ci must be a BootstrapSpec, True or None, got {type(ci).__name__}")
+    if spec is not None:
         out["ci"] = bootstrap_intervals(probs, labels, num_bins, spec, binning_free)
     return out
 
