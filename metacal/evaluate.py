@@ -1,6 +1,7 @@
 """Evaluate saved predictions: calibration metrics before and after post-hoc calibration.
 
     python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz] [--json] [--plot OUT.png]
+                               [--ci [--ci-level 0.9] [--bootstrap 1000] [--seed 0]]
     python -m metacal.evaluate runs/<name>            # every .npz of the run's predictions/ (val, test)
 
 PRED.npz (read by ``metacal.predictions.load_predictions``) holds ``labels`` (N integers in [0, K)) and
@@ -14,14 +15,21 @@ histogram binning (``--bins`` bins), applies them to PRED and adds ``after_ts_nl
 logits: a file with only ``probs`` is scaled through log-probabilities used as logits
 (softmax(log p / T) ∝ p^(1/T), the same family of maps), and the JSON then says
 ``"calib_logits_from": "log_probs"``.
-``--plot OUT.png`` writes the reliability diagram of PRED (before post-hoc calibration).
+``--ci`` adds ``"ci"``: percentile bootstrap intervals of the metrics of PRED (``--bootstrap`` B resamples,
+``--ci-level`` level, ``--seed``; ``metacal.metrics.bootstrap``): ``{"method": "percentile", "level", "bootstrap",
+"seed", "<metric>": [low, high], …, "skipped": ["sece", "kde_ece", "smece"]}`` (the binning-free estimators
+are too slow to recompute B times); the table
+gets an interval column. ``--plot OUT.png`` writes the reliability diagram of PRED (before post-hoc
+calibration) with relplot's smooth reliability curve, and with ``--ci`` a bootstrap interval on each bin's
+accuracy.
 
 PRED may be a folder: every ``*.npz`` in it is evaluated (a run directory stands for its ``predictions/``);
 ``--json`` then prints one object keyed by file name, the table one block per file. A folder without
 .npz files is one line saying so (exit code 2).
 
 Bad input (missing file or key, unreadable file, wrong shapes, NaN/inf, labels outside [0, K), probability
-rows not summing to 1) → one line on stderr and exit code 2.
+rows not summing to 1, ``--bootstrap`` < 1, ``--ci-level`` outside (0, 1)) → one line on stderr and exit code 2,
+before anything is computed or written.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from metacal.metrics import summary
+from metacal.metrics import BootstrapSpec, summary
 from metacal.posthoc import HistogramBinning, TemperatureScaling
 from metacal.predictions import Predictions, load_predictions
 
@@ -43,9 +51,10 @@ class InputError(ValueError):
     """Bad command-line input (reported as one line, exit code 2)."""
 
 
-def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = None) -> dict:
-    """The CLI's result dict (see module docstring)."""
-    result: dict = dict(summary(pred.probs, pred.labels, num_bins))
+def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = None,
+             ci: BootstrapSpec | None = None) -> dict:
+    """The CLI's result dict (see module docstring); ``ci`` adds the bootstrap intervals of PRED's metrics."""
+    result: dict = dict(summary(pred.probs, pred.labels, num_bins, ci=ci))
     if calib is None:
         return result
     if calib.num_classes != pred.num_classes:
@@ -69,6 +78,7 @@ def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = 
 TABLE_ROWS = (
     ("error", "Error (%)", True), ("nll", "NLL", False), ("brier", "Brier", False), ("ece", "ECE (%)", True),
     ("mce", "MCE (%)", True), ("ace", "ACE (%)", True), ("rmsce", "RMSCE (%)", True),
+    ("ece_sweep", "ECE-sweep (%)", True), ("debiased_l2_ce", "Debiased L2 CE (%)", True),
     ("classwise_ece", "Classwise ECE (%)", True), ("sece", "SECE (%)", True), ("kde_ece", "KDE-ECE (%)", True),
     ("smece", "smECE (%)", True),
 )  # fmt: skip
@@ -84,12 +94,19 @@ def format_table(result: dict, num_bins: int) -> str:
             ("HB", result["after_hb"]),
         ]
     width = max(18, *(len(name) + 2 for name, _ in columns))
+    ci = result.get("ci")
+    ci_name = f"{100 * ci['level']:g}% CI (B={ci['bootstrap']})" if ci else ""
+    ci_width = max(20, len(ci_name) + 2)
     lines = [f"N = {result['n']}, K = {result['num_classes']}, {num_bins} bins"]
-    lines.append(f"{'metric':<20}" + "".join(f"{name:>{width}}" for name, _ in columns))
+    lines.append(f"{'metric':<20}" + "".join(f"{name:>{width}}" for name, _ in columns[:1])
+                 + (f"{ci_name:>{ci_width}}" if ci else "") + "".join(f"{name:>{width}}" for name, _ in columns[1:]))
     for key, label, percent in TABLE_ROWS:
-        values = [100 * col[key] if percent else col[key] for _, col in columns]
-        cells = "".join(f"{v:>{width}.{2 if percent else 4}f}" for v in values)
-        lines.append(f"{label:<20}{cells}")
+        cells = [f"{(100 * col[key] if percent else col[key]):>{width}.{2 if percent else 4}f}" for _, col in columns]
+        if ci:
+            interval = "—" if key not in ci else "[{:.{d}f}, {:.{d}f}]".format(
+                *((100 * v if percent else v) for v in ci[key]), d=2 if percent else 4)
+            cells.insert(1, f"{interval:>{ci_width}}")
+        lines.append(f"{label:<20}{''.join(cells)}")
     return "\n".join(lines)
 
 
@@ -122,8 +139,27 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (fractions) instead of a table; for a folder, one object "
                              "keyed by file name")
-    parser.add_argument("--plot", metavar="OUT.png", help="write the reliability diagram of PRED to this PNG")
+    parser.add_argument("--plot", metavar="OUT.png",
+                        help="write the reliability diagram of PRED (binned and relplot's smooth curve; with --ci "
+                             "a bootstrap interval per bin) to this PNG")
+    parser.add_argument("--ci", action="store_true",
+                        help="add percentile bootstrap intervals of every metric but SECE, KDE-ECE and smECE (too slow to "
+                             "recompute B times)")
+    parser.add_argument("--ci-level", type=float, default=0.9, metavar="LEVEL",
+                        help="confidence level of --ci, strictly between 0 and 1 (default 0.9)")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="B",
+                        help="bootstrap resamples for --ci, >= 1 (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples (default 0)")
     return parser
+
+
+def bootstrap_spec(args: argparse.Namespace) -> BootstrapSpec | None:
+    """The --ci settings, checked (one-line InputError naming the flag) even without --ci."""
+    if args.bootstrap < 1:
+        raise InputError(f"--bootstrap must be an integer >= 1, got {args.bootstrap}")
+    if not 0.0 < args.ci_level < 1.0:
+        raise InputError(f"--ci-level must lie strictly between 0 and 1 (e.g. 0.9), got {args.ci_level:g}")
+    return BootstrapSpec(args.bootstrap, args.ci_level, args.seed) if args.ci else None
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
@@ -131,6 +167,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         args = build_parser(prog).parse_args(argv)
         if args.bins < 1:
             raise InputError(f"--bins must be a positive integer, got {args.bins}")
+        ci = bootstrap_spec(args)
         files = prediction_files(args.predictions)
         if args.plot and len(files) > 1:
             raise InputError(f"--plot needs one PRED.npz; {args.predictions} holds {len(files)} "
@@ -139,11 +176,12 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         results = {}
         for file in files:
             pred = load_predictions(file)
-            results[file.name] = evaluate(pred, args.bins, calib)
+            results[file.name] = evaluate(pred, args.bins, calib, ci)
         if args.plot:
             from metacal.report.reliability import plot_reliability
 
-            plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name)
+            plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name, bands=ci,
+                             smooth=True)
     except (InputError, ValueError, FileNotFoundError, OSError) as exc:
         print(f"{prog}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2

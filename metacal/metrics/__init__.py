@@ -2,17 +2,21 @@
 Every public function also takes numpy arrays or lists (converted by ``inputs.as_tensor``); results are the
 same as for tensors (0-dim tensors or floats as each function documents).
 
-Modules: ``scores`` (error, NLL, Brier), ``binning`` (bins + per-bin table), ``calibration`` (ECE, MCE,
-RMSCE, ACE, ECE-sweep, KS, ECE vs #bins), ``classwise`` (classwise ECE/ACE), ``kde`` (KDE-ECE), ``smooth``
-(SECE metric, smECE), ``summary``, ``accumulator`` (streaming).
+Modules: ``scores`` (error, NLL, Brier), ``binning`` (bins + per-bin table), ``calibration`` (top-label ECE, MCE,
+RMSCE, ACE, ECE-sweep, debiased L2, KS, ECE vs #bins), ``classwise`` (classwise ECE/ACE), ``kde`` (KDE-ECE),
+``smooth`` (SECE metric, smECE), ``summary``, ``weighted`` (the summary metrics of many count-weighted resamples
+at once), ``bootstrap`` (percentile intervals), ``accumulator`` (streaming).
 """
 
 from .accumulator import CalibrationAccumulator
 from .binning import BinStatistics, bin_index, bin_statistics
+from .bootstrap import BootstrapSpec, bin_accuracy_bands, bootstrap_intervals, bootstrap_replicates
 from .calibration import (
     ace,
     calibration_error,
     calibration_error_from_confidence,
+    debiased_l2_ce,
+    debiased_l2_ce_from_confidence,
     ece,
     ece_sweep,
     ece_sweep_from_confidence,
@@ -30,8 +34,9 @@ from .smooth import sece_metric, sece_metric_from_confidence, smece, smece_from_
 from .summary import BINNING_FREE_KEYS, SUMMARY_KEYS, binning_free_summary, summary
 
 __all__ = [
-    "CalibrationAccumulator", "BinStatistics", "bin_index", "bin_statistics", "ace", "calibration_error",
-    "calibration_error_from_confidence", "ece", "ece_sweep", "ece_sweep_from_confidence", "ece_vs_bins",
+    "CalibrationAccumulator", "BinStatistics", "bin_index", "bin_statistics", "BootstrapSpec", "bin_accuracy_bands",
+    "bootstrap_intervals", "bootstrap_replicates", "ace", "calibration_error", "calibration_error_from_confidence",
+    "debiased_l2_ce", "debiased_l2_ce_from_confidence", "ece", "ece_sweep", "ece_sweep_from_confidence", "ece_vs_bins",
     "ks_error", "ks_error_from_confidence", "mce", "rmsce", "classwise_ace", "classwise_ece",
     "as_tensor", "check_probs_labels", "top_label", "kde_ece", "kde_ece_from_confidence", "brier", "error_rate", "nll",
     "sece_metric", "sece_metric_from_confidence", "smece", "smece_from_confidence", "SUMMARY_KEYS", "BINNING_FREE_KEYS", "binning_free_summary", "summary",

@@ -1,4 +1,5 @@
-"""Top-label calibration errors with hard bins: ECE, MCE, RMSCE, ACE, ECE-sweep, KS error, ECE vs #bins.
+"""Top-label calibration errors with hard bins: ECE, MCE, RMSCE, ACE, ECE-sweep, debiased L2, KS error, ECE vs
+#bins.
 
 Binned calibration error of order p (Karandikar et al. 2021, eq. 6; Guo et al. 2017 / Wang, Feng & Zhang 2021, §2 for p = 1)::
 
@@ -10,7 +11,23 @@ ACE = CE_1 equal mass (top-label adaptive ECE, Mukhoti et al. 2020; our bins hol
 whereas focal_calibration's interpolated edges shift every bin up by one rank and leave the least confident
 sample in no bin, see :mod:`.binning`; Wang & Golebiowski 2024, eq. 15 defines a class-wise variant, see
 ``classwise.classwise_ace``).
-All values are fractions.
+All values are fractions. Every function here is TOP-LABEL: it sees only the confidence max_k p_k and whether
+the argmax is right (the class-wise errors are in :mod:`.classwise`).
+
+Debiased L2 calibration error (Kumar, Liang & Ma 2019, "Verified uncertainty calibration", §5 and their
+reference code ``unbiased_square_ce``): the plug-in Σ_b (n_b/N)(A_b − C_b)² over-estimates the binned L2² by
+the variance of each bin's accuracy estimate, so that variance is subtracted per bin::
+
+    Ê² = Σ_{b: n_b ≥ 2} (n_b / N) [ (A_b − C_b)² − A_b (1 − A_b) / (n_b − 1) ]
+
+A_b(1 − A_b)/(n_b − 1) is the unbiased estimate of Var(A_b) = p_b(1 − p_b)/n_b for n_b Bernoulli(p_b) labels.
+Ê² is exactly unbiased for Σ_b P(b)(E[a | b] − C_b)² when the confidence is constant within each bin (the
+paper's binned-model setting); with confidences spread inside a bin, the remaining bias per bin is
+(n_b/N)(Var(conf | b) − 2 Cov(c, conf | b))/n_b (c = probability that the top label is right), a within-bin
+spread over n_b, against the plug-in's p_b(1 − p_b)/n_b. Bins with fewer than 2 samples contribute 0 (as the
+reference code). ``debiased_l2_ce`` reports sqrt(max(Ê², 0)) — the reference's ``unbiased_l2_ce`` and the
+units of RMSCE, its plug-in counterpart; Ê² itself (``squared=True``, NOT clipped, may be negative) is the
+unbiased number to average over seeds or repetitions, since clipping and the root both bias the mean upwards.
 """
 
 from __future__ import annotations
@@ -104,14 +121,17 @@ def ece_sweep_from_confidence(
 
     Bin counts M = 1, 2, ... are tried in turn; the sweep stops at the first M whose accuracies over the
     non-empty bins (ordered by confidence) are not non-decreasing, and the CE at M − 1 bins is returned
-    together with M − 1. ``max_bins`` caps the sweep (default N).
+    together with M − 1. ``max_bins`` caps the sweep (default N). When the accuracies of the tie groups
+    (samples sharing one confidence), in confidence order, are already non-decreasing, every equal-mass binning is
+    monotone (its bins are runs of consecutive groups), so the sweep goes straight to the cap — e.g. a set that
+    is all correct, which would otherwise take N steps.
     """
     check_conf_correct(conf, correct)
     n = conf.shape[0]
     limit = n if max_bins is None else min(n, check_num_bins(max_bins))
-    best = 1
-    for m in range(2, limit + 1):
-        stats = bin_statistics(conf, correct, m, "mass")
+    best = limit if _monotone_for_every_bin_count(conf, correct) else 1
+    for m in range(best + 1, limit + 1):
+        stats = bin_statistics(conf.double(), correct, m, "mass")  # float64 accuracies: exact ratio order
         acc = stats.accuracy[stats.nonempty]
         if bool((acc[1:] < acc[:-1]).any()):
             break
@@ -119,12 +139,48 @@ def ece_sweep_from_confidence(
     return calibration_error_from_confidence(conf, correct, best, "mass", norm), best
 
 
+def _monotone_for_every_bin_count(conf: torch.Tensor, correct: torch.Tensor) -> bool:
+    """True when the accuracy of each tie group, in confidence order, is non-decreasing."""
+    values, group = torch.unique(conf, sorted=True, return_inverse=True)
+    zeros = torch.zeros(values.shape[0], dtype=torch.float64, device=conf.device)
+    count = zeros.index_add(0, group, torch.ones_like(conf, dtype=torch.float64))
+    hits = zeros.index_add(0, group, correct.to(torch.float64))
+    acc = hits / count
+    return bool((acc[1:] >= acc[:-1]).all())
+
+
 @array_inputs("probs", "labels")
 def ece_sweep(probs: torch.Tensor, labels: torch.Tensor, norm: str = "l1") -> torch.Tensor:
-    """ECE_sweep of N×K probabilities (equal mass, monotone sweep; Roelofs et al. 2022)."""
+    """Top-label ECE_sweep of N×K probabilities (equal mass, monotone sweep; Roelofs et al. 2022)."""
     check_probs_labels(probs, labels)
     conf, _, correct = top_label(probs, labels)
     return ece_sweep_from_confidence(conf, correct, norm)[0]
+
+
+@array_inputs("conf", "correct")
+def debiased_l2_ce_from_confidence(
+    conf: torch.Tensor, correct: torch.Tensor, num_bins: int = 15, scheme: str = "width", squared: bool = False
+) -> torch.Tensor:
+    """Top-label debiased L2 calibration error (Kumar, Liang & Ma 2019; module docstring): sqrt(max(Ê², 0)), or
+    Ê² unclipped with ``squared=True``; a 0-dim tensor."""
+    stats = bin_statistics(conf, correct, num_bins, scheme)
+    n_b = stats.count.to(conf.dtype)
+    keep = stats.count >= 2
+    acc, gap = stats.accuracy[keep], (stats.accuracy - stats.mean_confidence)[keep]
+    per_bin = gap * gap - acc * (1.0 - acc) / (n_b[keep] - 1.0)
+    estimate = (n_b[keep] / conf.shape[0] * per_bin).sum()
+    return estimate if squared else estimate.clamp_min(0.0).sqrt()
+
+
+@array_inputs("probs", "labels")
+def debiased_l2_ce(
+    probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15, scheme: str = "width", squared: bool = False
+) -> torch.Tensor:
+    """Top-label debiased L2 calibration error of N×K probabilities (Kumar, Liang & Ma 2019), equal-width bins by
+    default."""
+    check_probs_labels(probs, labels)
+    conf, _, correct = top_label(probs, labels)
+    return debiased_l2_ce_from_confidence(conf, correct, num_bins, scheme, squared)
 
 
 @array_inputs("conf", "correct")

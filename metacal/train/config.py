@@ -152,6 +152,10 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
     if cfg.run.checkpoint_every_steps < 0:
         raise ConfigError(f"run.checkpoint_every_steps must be >= 0 (0: only at epoch ends); "
                           f"got {cfg.run.checkpoint_every_steps}")
+    if cfg.eval.bootstrap < 0:
+        raise ConfigError(f"eval.bootstrap must be >= 0 (0: no confidence intervals); got {cfg.eval.bootstrap}")
+    if not 0 < cfg.eval.ci_level < 1:
+        raise ConfigError(f"eval.ci_level must lie strictly between 0 and 1 (e.g. 0.9); got {cfg.eval.ci_level}")
     if cfg.schedule.epochs <= 0:
         raise ConfigError(f"schedule.epochs must be > 0; got {cfg.schedule.epochs}")
     if not cfg.meta.shape_lr_scale >= 0:

@@ -11,7 +11,7 @@ from typing import Any
 
 from accelerate import Accelerator
 
-from metacal.metrics import binning_free_summary
+from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_intervals
 from metacal.predictions import Predictions, load_predictions
 
 from .atomic_io import write_text_atomic
@@ -25,8 +25,9 @@ from .tb_logging import TBLogger
 
 def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger,
              has_test: bool = True) -> dict[str, Any]:
-    """Write metrics.json (best epoch: val, test, test after TS; ``runtime``: processes, threads, per-process
-    batch sizes), reliability.png and history.json.
+    """Write metrics.json (best epoch: val, test — with ``"ci"``, its bootstrap intervals, unless
+    ``eval.bootstrap`` is 0 —, test after TS; ``runtime``: processes, threads, per-process batch sizes),
+    reliability.png and history.json.
 
     The per-epoch metrics lack the binning-free estimators (O(N²)); they are added here for the selected
     epoch, from its saved predictions — the same logits the epoch's metrics were computed from. Without a
@@ -42,6 +43,9 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
         if pred is not None:
             result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
     if test is not None:
+        if cfg.eval.bootstrap > 0:  # the same object as `python -m metacal.evaluate test.npz --json --ci`
+            spec = BootstrapSpec(cfg.eval.bootstrap, cfg.eval.ci_level, cfg.eval.ci_seed)
+            result["test"]["ci"] = bootstrap_intervals(test.probs, test.labels, cfg.eval.num_bins, spec)
         result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs

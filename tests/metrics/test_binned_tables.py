@@ -149,6 +149,43 @@ def test_ece_sweep_table():
     assert value.item() == pytest.approx(0.175, abs=1e-12)
 
 
+def test_ece_sweep_goes_to_n_bins_when_every_binning_is_monotone():
+    # errors at the 3 lowest confidences, correct above: any equal-mass binning has non-decreasing accuracy,
+    # so the sweep reaches M = N = 8 (one sample per bin): ECE = mean |a − c|
+    #  = (.1 + .2 + .3 + (1 − .4) + (1 − .6) + (1 − .7) + (1 − .8) + (1 − .9))/8 = (.6 + 1.6)/8 = .275
+    c = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9], dtype=torch.float64)
+    a = torch.tensor([0, 0, 0, 1, 1, 1, 1, 1], dtype=torch.float64)
+    value, bins = M.ece_sweep_from_confidence(c, a)
+    assert bins == 8 and value.item() == pytest.approx(0.275, abs=1e-12)
+    assert M.ece_sweep_from_confidence(c, a, max_bins=5)[1] == 5  # the cap still applies
+    # all correct (a trained net on an easy test set): N bins at once; ECE = mean(1 − c) = 1 − .5 = .5
+    value, bins = M.ece_sweep_from_confidence(c, torch.ones(8, dtype=torch.float64))
+    assert bins == 8 and value.item() == pytest.approx(0.5, abs=1e-12)
+
+
+def test_debiased_l2_ce_table():
+    # Kumar, Liang & Ma 2019: Ê² = Σ_{n_b ≥ 2} (n_b/N)[(A_b − C_b)² − A_b(1 − A_b)/(n_b − 1)]
+    # M = 2 (edges 0, .5, 1): bin0 {0, .25, .25, .5; a 0 1 0 1}: n 4, A .5, C .25, gap² 1/16
+    #                          bin1 {.6, 1, 1, .9; a 0 1 0 1}:   n 4, A .5, C .875, gap² 9/64
+    #  variance term A(1 − A)/(n − 1) = .25/3 = 1/12 in both
+    #  Ê² = ½(1/16 − 1/12) + ½(9/64 − 1/12) = ½(−1/48) + ½(11/192) = 7/384
+    #  plug-in RMSCE² = ½(1/16 + 9/64) = 13/128 = 7/384 + 1/12 (the correction is Σ_b w_b/12 = 1/12)
+    squared = M.debiased_l2_ce_from_confidence(CONF, CORR, 2, squared=True).item()
+    assert squared == pytest.approx(7 / 384, abs=1e-12)
+    assert M.debiased_l2_ce_from_confidence(CONF, CORR, 2).item() == pytest.approx(math.sqrt(7 / 384), abs=1e-12)
+    plug_in = M.calibration_error_from_confidence(CONF, CORR, 2, "width", "l2").item()
+    assert plug_in**2 == pytest.approx(13 / 128, abs=1e-12)
+    # M = 4 (table above): bin0 n 3, A 1/3, gap 1/6 → 3/8·(1/36 − (2/9)/2) = −1/32; bins 1, 2 hold one sample
+    # each → 0 (no variance estimate from one label); bin3 n 3, A 2/3, gap .3 → 3/8·(.09 − 1/9) = −57/7200.
+    # Ê² = −225/7200 − 57/7200 = −47/1200 < 0: reported unclipped with squared=True, as 0 otherwise
+    assert M.debiased_l2_ce_from_confidence(CONF, CORR, 4, squared=True).item() == pytest.approx(-47 / 1200, abs=1e-12)
+    assert M.debiased_l2_ce_from_confidence(CONF, CORR, 4).item() == 0.0
+    # the N×K entry point: PROBS/LABELS below have c = .8 .6 .7 .5 and a = 1 0 1 1; M = 2 → all four in bin1
+    # (.5 goes to bin0): bin0 {.5; a 1} n 1 → 0; bin1 {.8 .6 .7; a 1 0 1}: A 2/3, C .7, gap² 1/900,
+    # variance (2/9)/2 = 1/9 → Ê² = 3/4·(1/900 − 1/9) = 3/4·(−99/900) = −.0825
+    assert M.debiased_l2_ce(PROBS, LABELS, 2, squared=True).item() == pytest.approx(-0.0825, abs=1e-12)
+
+
 def test_ece_vs_bins_matches_single_calls():
     # ece_vs_bins must equal ECE / MCE at each bin count (hand numbers above for 4 and 8 bins via K=... probs)
     out = M.ece_vs_bins(PROBS, LABELS, bins=(2, 10))

@@ -39,12 +39,15 @@ def test_summary_keys_and_values_agree_with_single_metrics():
     probs, labels = sample(800, 6, 2.0, seed=3, sharpen=1.5)
     s = M.summary(probs, labels, num_bins=10)
     assert tuple(s) == M.SUMMARY_KEYS
-    assert set(s) == {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce",
-                      "classwise_ece", "sece", "kde_ece", "smece"}  # fmt: skip
+    assert set(s) == {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep",
+                      "debiased_l2_ce", "classwise_ece", "sece", "kde_ece", "smece"}  # fmt: skip
     assert s["n"] == 800 and s["num_classes"] == 6
     assert s["ece"] == pytest.approx(M.ece(probs, labels, 10).item(), abs=1e-12)
     assert s["ace"] == pytest.approx(M.ace(probs, labels, 10).item(), abs=1e-12)
     assert s["classwise_ece"] == pytest.approx(M.classwise_ece(probs, labels, 10).item(), abs=1e-12)
+    assert s["ece_sweep"] == pytest.approx(M.ece_sweep(probs, labels).item(), abs=1e-12)
+    assert s["debiased_l2_ce"] == pytest.approx(M.debiased_l2_ce(probs, labels, 10).item(), abs=1e-12)
+    assert s["debiased_l2_ce"] < s["rmsce"]  # the correction only subtracts
     assert s["nll"] == pytest.approx(torch.nn.functional.nll_loss(probs.log(), labels).item(), abs=1e-12)
     assert all(isinstance(v, float) and math.isfinite(v) for k, v in s.items() if k not in ("n", "num_classes"))
     # the trainer's cheap per-epoch view: the same numbers without the binning-free estimators

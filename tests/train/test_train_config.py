@@ -85,6 +85,11 @@ def test_override_values_are_yaml(tmp_path):
     (["meta.horizon=long"], ["'meta.horizon'", "step, trajectory"]),
     (["meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be >= 0", "got -1"]),
     (["meta.horizon_decay=1.5"], ["meta.horizon_decay must be in [0, 1]", "got 1.5"]),
+    (["eval.bootstrap=-1"], ["eval.bootstrap must be >= 0 (0: no confidence intervals)", "got -1"]),
+    (["eval.bootstrap=1.5"], ["'eval.bootstrap'"]),
+    (["eval.ci_level=1"], ["eval.ci_level must lie strictly between 0 and 1", "got 1"]),
+    (["eval.ci_level=0"], ["eval.ci_level must lie strictly between 0 and 1", "got 0"]),
+    (["eval.ci_level=.nan"], ["eval.ci_level must lie strictly between 0 and 1", "got nan"]),
     (["meta.horizon=trajectory", "meta.learner=loss"], ["meta.horizon=trajectory", "meta.learner=gamma_net"]),
     (["optim.lr"], ["section.key=value"]),
     (["data.root"], ["section.key=value"]),  # OmegaConf alone would set the Optional key to None

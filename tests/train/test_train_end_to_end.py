@@ -12,8 +12,10 @@ from train_tiny import METHODS, read_metrics
 
 from metacal.predictions import load_predictions
 
-SUMMARY_KEYS = {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "classwise_ece",
-                "sece", "kde_ece", "smece"}
+SUMMARY_KEYS = {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep",
+                "debiased_l2_ce", "classwise_ece", "sece", "kde_ece", "smece"}
+# eval settings per method in test_plain_and_meta_methods_end_to_end (the rest keep the defaults: B 1000, 0.9, 0)
+CI_SETTINGS = {"ce": ["eval.bootstrap=200", "eval.ci_level=0.8", "eval.ci_seed=3"], "mixup": ["eval.bootstrap=0"]}
 FAST_MODEL = {"model": {"name": "mlp", "options": {"hidden": [32]}}}
 
 
@@ -53,6 +55,20 @@ def check_run_dir(run_dir, n_test: int = 120, num_classes: int = 4) -> dict:
         assert metrics["test"][key] == best["test"][key] and metrics["val"][key] == best["val"][key], key
     for key in BINNING_FREE_KEYS:
         assert metrics["test"][key] == pytest.approx(float(again[key]), abs=1e-9), key
+    # the test set's bootstrap intervals: what `python -m metacal.evaluate test.npz --json --ci` gives
+    from omegaconf import OmegaConf
+
+    from metacal.metrics import BootstrapSpec, bootstrap_intervals
+
+    cfg = OmegaConf.load(run_dir / "config.yaml").eval
+    if cfg.bootstrap == 0:
+        assert "ci" not in metrics["test"]
+    else:
+        spec = BootstrapSpec(cfg.bootstrap, cfg.ci_level, cfg.ci_seed)
+        expected = bootstrap_intervals(torch.softmax(torch.from_numpy(logits).double(), -1),
+                                       torch.from_numpy(labels), cfg.num_bins, spec)
+        assert metrics["test"]["ci"] == expected
+    assert "ci" not in metrics["val"] and "ci" not in metrics["test_after_ts"]
     return metrics
 
 
@@ -60,9 +76,12 @@ def check_run_dir(run_dir, n_test: int = 120, num_classes: int = 4) -> dict:
 @pytest.mark.parametrize("method", ["ce", "focal", "adafocal", "mixup", "ce_dece"])
 def test_plain_and_meta_methods_end_to_end(method, write_config, run_cli, tmp_path):
     config = write_config(method, {**METHODS[method], **FAST_MODEL})
-    code, out, err = run_cli(["--config", config, "--run-dir", tmp_path / "run"])
+    sets = [arg for item in CI_SETTINGS.get(method, []) for arg in ("--set", item)]
+    code, out, err = run_cli(["--config", config, "--run-dir", tmp_path / "run", *sets])
     assert code == 0, err
-    check_run_dir(tmp_path / "run")
+    metrics = check_run_dir(tmp_path / "run")
+    if method == "ce":
+        assert (metrics["test"]["ci"]["bootstrap"], metrics["test"]["ci"]["level"]) == (200, 0.8)
     assert "epoch   2/2" in out
     assert load_predictions(tmp_path / "run" / "predictions" / "test.npz").gamma is None  # no γ-Net, no γ
     if method == "adafocal":  # the stateful loss was updated from validation and checkpointed

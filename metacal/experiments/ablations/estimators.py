@@ -1,7 +1,10 @@
 """Label-based estimators of the top-label calibration error compared against the truth in ``ground_truth``.
 
-ECE-15 / ECE-100 (equal width), ACE-15 (equal mass), SECE (Wang & Golebiowski 2024, eq. 8, Gaussian kernel h = 0.01, hard
-accuracy), KDE-ECE (Zhang et al. 2020, triweight kernel) and smECE (Błasiok & Nakkiran 2023, relplot) —
+Of the L1 error E|E[c | conf] − conf|: ECE-15 / ECE-100 (equal width), ACE-15 (equal mass), ECE-sweep (equal mass at
+the largest monotone bin count, Roelofs et al. 2022), SECE (Wang & Golebiowski 2024, eq. 8, Gaussian kernel
+h = 0.01, hard accuracy), KDE-ECE (Zhang et al. 2020, triweight kernel) and smECE (Błasiok & Nakkiran 2023,
+relplot). Of the L2 error sqrt E(E[c | conf] − conf)² (``TARGETS``): RMSCE-15, the plug-in, and L2-debiased-15
+(Kumar, Liang & Ma 2019: the plug-in minus each bin's label variance, sqrt(max(·, 0))), both equal width —
 all from metacal.metrics, except that SECE on more than ``EXACT_SECE_MAX`` samples uses ``sece_grid``
 (the same formula with the kernel sums evaluated on a fine grid: O(N + G log G) instead of O(N²); tested
 against the exact metric).
@@ -57,4 +60,9 @@ ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
     "SECE": sece_estimate,
     "KDE-ECE": lambda p, y: float(metrics.kde_ece(p, y)),
     "smECE": lambda p, y: float(metrics.smece(p, y)),
+    "ECE-sweep": lambda p, y: float(metrics.ece_sweep(p, y)),
+    "RMSCE-15": lambda p, y: float(metrics.rmsce(p, y, 15)),
+    "L2-debiased-15": lambda p, y: float(metrics.debiased_l2_ce(p, y, 15)),
 }
+# which true calibration error each estimator is compared with: "l1" (TCE) unless listed here
+TARGETS: dict[str, str] = {"RMSCE-15": "l2", "L2-debiased-15": "l2"}

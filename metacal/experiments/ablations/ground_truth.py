@@ -1,11 +1,12 @@
 """Study ``ground_truth``: bias and variance of calibration-error estimators against the TRUE calibration error.
 
 On gaussian_mixture the posterior P(y | x) is known, so each model's true top-label calibration error
-TCE = E|E[c | conf] − conf| (c = posterior at the predicted class; ``true_calibration``) is computed on one
-huge fresh sample. Then, for evaluation sets of n = 100 … 100 000 samples drawn FRESH from the mixture each
-repetition (labels sampled from the true posterior by the generative process), every estimator
-(``estimators.ESTIMATORS``) is computed and compared with the TCE: bias = mean − TCE, std over repetitions,
-RMSE. This tests Wang & Golebiowski 2024's claim that SECE is an unbiased estimator of the calibration error.
+TCE = E|E[c | conf] − conf| (c = posterior at the predicted class; ``true_calibration``), and its L2 version
+TCE_2 = sqrt E(E[c | conf] − conf)², are computed on one huge fresh sample. Then, for evaluation sets of
+n = 100 … 100 000 samples drawn FRESH from the mixture each repetition (labels sampled from the true posterior by
+the generative process), every estimator (``estimators.ESTIMATORS``) is computed and compared with the truth it
+estimates (TCE, or TCE_2 for the L2 estimators, ``estimators.TARGETS``): bias = mean − truth, std over
+repetitions, RMSE. This tests Wang & Golebiowski 2024's claim that SECE is an unbiased estimator of the calibration error.
 
 Models: methods trained on the mixture, plus two controls that need no training — the Bayes classifier
 (the true posterior, TCE = 0) and the Bayes posterior sharpened by a temperature T = 0.5
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 from metacal.data.gaussian_mixture import bayes_log_posteriors, sample
 from metacal.report.labels import method_label
 
-from .estimators import ESTIMATORS
+from .estimators import ESTIMATORS, TARGETS
 from .page import Column, Section, Table, save_figure, write_page
 from .runner import Variant, build_bundle, gaussian_mixture_setting, predict_logits
 from .study import STUDIES, StudyOptions, train_all
@@ -68,9 +69,10 @@ def estimator_study(predictors: dict[str, Predictor], info: dict, sizes: dict[in
     for name, f in predictors.items():
         probs = torch.cat([f(x[i:i + 100_000]) for i in range(0, truth_n, 100_000)])
         t = true_calibration_error(probs, post)
-        truth[name] = t.tce
+        truth[name] = {"l1": t.tce, "l2": t.tce_l2}
         truth_rows.append({"model": name, "error": 1 - t.accuracy, "mean_conf": t.mean_conf, "tce": t.tce,
                            "per_sample_bound": t.per_sample_bound, "noise_floor": t.noise_floor,
+                           "tce_l2": t.tce_l2, "noise_floor_l2": t.noise_floor_l2,
                            "bins": t.num_bins, "n_truth": t.n})
     values: dict[tuple[str, int, str], list[float]] = {}
     for n, reps in sizes.items():
@@ -83,10 +85,11 @@ def estimator_study(predictors: dict[str, Predictor], info: dict, sizes: dict[in
     rows = []
     for (name, n, est), v in values.items():
         arr = np.asarray(v)
-        bias = float(arr.mean() - truth[name])
-        rows.append({"model": name, "n": n, "estimator": est, "reps": len(arr), "tce": truth[name],
-                     "mean": float(arr.mean()), "bias": bias, "std": float(arr.std(ddof=1)) if len(arr) > 1 else
-                     float("nan"), "rmse": float(np.sqrt(np.mean((arr - truth[name]) ** 2)))})
+        target = truth[name][TARGETS.get(est, "l1")]
+        rows.append({"model": name, "n": n, "estimator": est, "reps": len(arr), "target": TARGETS.get(est, "l1"),
+                     "tce": target, "mean": float(arr.mean()), "bias": float(arr.mean() - target),
+                     "std": float(arr.std(ddof=1)) if len(arr) > 1 else float("nan"),
+                     "rmse": float(np.sqrt(np.mean((arr - target) ** 2)))})
     return truth_rows, rows
 
 
@@ -127,15 +130,19 @@ def run(opts: StudyOptions):
     truth_t = Table("truth", truth_rows, [
         Column("model", "Model"), Column("error", "Error (%)", 100, 2), Column("mean_conf", "mean conf (%)", 100, 2),
         Column("tce", "TRUE CE (%)", 100, 3), Column("per_sample_bound", "E|c − conf| (%)", 100, 3),
-        Column("noise_floor", "noise floor of TCE (%)", 100, 3), Column("bins", "bins"), Column("n_truth", "samples")])
+        Column("noise_floor", "noise floor of TCE (%)", 100, 3), Column("tce_l2", "TRUE L2 CE (%)", 100, 3),
+        Column("noise_floor_l2", "noise floor of L2 (%)", 100, 3), Column("bins", "bins"),
+        Column("n_truth", "samples")])
     sections = [Section("True calibration error of each model", tables=[truth_t], text=[
         "TRUE CE = E|E[c | conf] − conf| with c(x) = P(y = ŷ(x) | x) from the known posterior, estimated on "
         f"{plan['truth_n']:,} fresh samples with equal-mass confidence bins (ties kept together; see "
         "metacal/experiments/ablations/true_calibration.py). E|c − conf| is the per-input gap, an upper bound that ignores "
         "the conditioning on the confidence level. Noise floor = bound on the upward bias of the binned "
-        "estimate from the noise of the bin means (coarsening can only lower it)."])]
+        "estimate from the noise of the bin means (coarsening can only lower it). TRUE L2 CE = "
+        "sqrt E(E[c | conf] − conf)² on the same bins: the target of RMSCE-15 and L2-debiased-15."])]
     long_t = Table("estimators", rows, [Column("model", "Model"), Column("n", "n"), Column("estimator", "Estimator"),
-                                        Column("reps", "reps"), Column("tce", "TRUE CE (%)", 100, 3),
+                                        Column("reps", "reps"), Column("target", "target"),
+                                        Column("tce", "TRUE CE (%)", 100, 3),
                                         Column("mean", "mean estimate (%)", 100, 3),
                                         Column("bias", "bias (pp)", 100, 3), Column("std", "std (pp)", 100, 3),
                                         Column("rmse", "RMSE (pp)", 100, 3)])
@@ -152,7 +159,8 @@ def run(opts: StudyOptions):
     sections += [
         Section("Bias ± standard deviation of each estimator (percentage points of calibration error)",
                 tables=[wide_t], text=["bias = mean over repetitions of (estimate − TRUE CE); ± = standard "
-                                       "deviation over repetitions, each on a fresh evaluation set of n samples."]),
+                                       "deviation over repetitions, each on a fresh evaluation set of n samples. "
+                                       "RMSCE-15 and L2-debiased-15 are compared with the TRUE L2 CE."]),
         Section("Figure", figures=[("Estimator bias (± std band) against the evaluation-set size", fig)]),
         Section("All numbers", tables=[long_t])]
     reps = ", ".join(f"n = {n:,}: {r}" for n, r in plan["sizes"].items())
@@ -160,6 +168,8 @@ def run(opts: StudyOptions):
              "classifier (true posterior: TRUE CE = 0) and the Bayes posterior sharpened with temperature 0.5. "
              f"Repetitions per evaluation-set size: {reps}.",
              "Estimators (metacal.metrics): ECE-15 / ECE-100 (equal width), ACE-15 (equal mass), SECE (h = 0.01, "
-             "hard accuracy; grid-evaluated above 2048 samples), KDE-ECE, smECE."]
+             "hard accuracy; grid-evaluated above 2048 samples), KDE-ECE, smECE, ECE-sweep (Roelofs et al. 2022); "
+             "of the L2 error: RMSCE-15 (plug-in) and L2-debiased-15 (Kumar, Liang & Ma 2019; reported as "
+             "sqrt(max(·, 0)), as metacal.metrics.summary's debiased_l2_ce)."]
     return write_page(opts.out, "ground_truth", "Ablation: estimators against the true calibration error",
                       opts.command, intro, sections, opts.quick)

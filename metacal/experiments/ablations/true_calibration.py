@@ -20,6 +20,10 @@ confidence value that occurs many times — e.g. a constant-confidence model —
 - noise of the bin means of c: can only RAISE it, by at most ``noise_floor`` = Σ_b w_b √(2/π)·sd_b(c)/√n_b
   (the mean absolute value of the bin-mean noise if the true gap were 0).
 With N samples the default is ⌈N^(1/3)⌉ bins (1e6 samples → 100 bins of 10 000).
+
+The L2 version (the target of RMSCE and the debiased L2 CE; Kumar, Liang & Ma 2019) uses the same bins:
+TCE_2 = sqrt(E[(E[c | conf] − conf)²]) ≈ sqrt(Σ_b w_b (mean_b c − mean_b conf)²); its noise raises TCE_2² by about
+Σ_b w_b var_b(c − conf)/n_b (``noise_floor_l2``, in TCE_2 units: sqrt(TCE_2² + that) − TCE_2).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import torch
 @dataclass
 class TrueCalibration:
     tce: float  # E | E[c | conf] − conf |  (equal-mass-binned estimate on the sample)
+    tce_l2: float  # sqrt E ( E[c | conf] − conf )²  (same bins)
+    noise_floor_l2: float  # bound on the upward bias of ``tce_l2`` from the noise of the bin means
     per_sample_bound: float  # E | c − conf |  (≥ tce)
     noise_floor: float  # bound on the upward bias of ``tce`` from the noise of the bin means
     accuracy: float  # E[c] = P(Y = ŷ)
@@ -57,8 +63,10 @@ def tie_aware_mass_bins(conf_sorted: torch.Tensor, num_bins: int) -> torch.Tenso
     return rank_bin[first][inverse]
 
 
-def binned_conditional_gap(conf: torch.Tensor, c: torch.Tensor, num_bins: int | None = None) -> tuple[float, float, int]:
-    """(Σ_b w_b |mean_b c − mean_b conf|, noise floor, number of non-empty bins)."""
+def binned_conditional_gap(conf: torch.Tensor, c: torch.Tensor, num_bins: int | None = None,
+                           norm: str = "l1") -> tuple[float, float, int]:
+    """(Σ_b w_b |mean_b c − mean_b conf|, noise floor, number of non-empty bins); with ``norm="l2"``
+    (sqrt Σ_b w_b (mean_b c − mean_b conf)², its noise floor, bins)."""
     conf, c = conf.double().reshape(-1), c.double().reshape(-1).to(conf.device)
     n = conf.shape[0]
     if n == 0 or c.shape[0] != n:
@@ -72,8 +80,15 @@ def binned_conditional_gap(conf: torch.Tensor, c: torch.Tensor, num_bins: int | 
     s_conf, s_c, s_c2 = z.index_add(0, idx, conf), z.index_add(0, idx, c), z.index_add(0, idx, c * c)
     used = count > 0
     count, s_conf, s_c, s_c2 = count[used], s_conf[used], s_c[used], s_c2[used]
-    gap = float((s_c - s_conf).abs().sum() / n)
     var = (s_c2 / count - (s_c / count) ** 2).clamp_min(0)
+    if norm == "l2":
+        d = c - conf
+        s_d2 = z.index_add(0, idx, d * d)[used]
+        var_d = (s_d2 / count - ((s_c - s_conf) / count) ** 2).clamp_min(0)
+        squared = float(((s_c - s_conf) ** 2 / count).sum() / n)
+        noise = float((var_d / n).sum())  # Σ_b w_b var_b(c − conf) / n_b
+        return math.sqrt(squared), math.sqrt(squared + noise) - math.sqrt(squared), int(used.sum())
+    gap = float((s_c - s_conf).abs().sum() / n)
     floor = float(((count / n) * math.sqrt(2 / math.pi) * var.sqrt() / count.sqrt()).sum())
     return gap, floor, int(used.sum())
 
@@ -84,5 +99,7 @@ def true_calibration_error(probs: torch.Tensor, posteriors: torch.Tensor, num_bi
         raise ValueError(f"probs {tuple(probs.shape)} and posteriors {tuple(posteriors.shape)} differ in shape")
     conf, c = correct_probability(probs.double(), posteriors.double())
     gap, floor, used = binned_conditional_gap(conf, c, num_bins)
-    return TrueCalibration(tce=gap, per_sample_bound=float((c - conf).abs().mean()), noise_floor=floor,
+    gap_l2, floor_l2, _ = binned_conditional_gap(conf, c, num_bins, "l2")
+    return TrueCalibration(tce=gap, tce_l2=gap_l2, noise_floor_l2=floor_l2,
+                           per_sample_bound=float((c - conf).abs().mean()), noise_floor=floor,
                            accuracy=float(c.mean()), mean_conf=float(conf.mean()), num_bins=used, n=int(len(conf)))

@@ -11,7 +11,7 @@ from metacal.experiments.ablations.cli import main
 STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "shift", "grad_weighting",
            "gamma_oracle", "meta_signal", "meta_horizon"]
 TEXT = {"method", "variant", "model", "estimator", "loss", "corruption", "label", "gamma_output", "meta_objective",
-        "meta_backend", "chosen", "band"}
+        "meta_backend", "chosen", "band", "target"}
 FRACTION_PREFIXES = ("error", "ece", "mce", "sece", "smece", "tce", "per_sample_bound", "mean_conf")
 
 
@@ -88,7 +88,15 @@ def test_quick_mode(study, tmp_path, capsys):
         assert tce["Bayes (true posterior)"] < 1e-9 and tce["Bayes, T = 0.5"] > 0.05
         assert all(float(r["per_sample_bound"]) >= float(r["tce"]) - 1e-12 for r in main_rows)
         est = csvs["ground_truth_estimators"]
-        assert {r["estimator"] for r in est} == {"ECE-15", "ECE-100", "ACE-15", "SECE", "KDE-ECE", "smECE"}
+        assert {r["estimator"] for r in est} == {"ECE-15", "ECE-100", "ACE-15", "SECE", "KDE-ECE", "smECE",
+                                                 "ECE-sweep", "RMSCE-15", "L2-debiased-15"}
+        # the L2 truth is ≥ the L1 truth (Jensen on the same bins); the L2 estimators are compared with it
+        truth_l2 = {r["model"]: float(r["tce_l2"]) for r in main_rows}
+        assert all(truth_l2[m] >= tce[m] - 1e-12 for m in tce)
+        for r in est:
+            target = truth_l2 if r["estimator"] in ("RMSCE-15", "L2-debiased-15") else tce
+            assert r["target"] == ("l2" if target is truth_l2 else "l1")
+            assert float(r["tce"]) == target[r["model"]]
     elif study == "shift":
         assert {int(r["severity"]) for r in main_rows} == set(range(6))
         err = {int(r["severity"]): float(r["error"]) for r in main_rows}

@@ -75,6 +75,12 @@ def test_temperature_distortion_matches_analytic(two_class, temperature):
     assert exact > 0.05  # a real miscalibration (T=0.5: 0.0893, T=2: 0.0994)
     assert t.tce == pytest.approx(exact, abs=1.5e-3)
     assert t.noise_floor < 1e-3
+    # L2: TCE_2² = ∫ (σ(2a) − σ(2a/T))² f(a) da (the same conditioning argument)
+    exact_sq, _ = integrate.quad(lambda a: (sigmoid(2 * a) - sigmoid(2 * a / temperature)) ** 2 * density_abs_x(a),
+                                 0, np.inf)
+    assert math.sqrt(exact_sq) > exact  # L2 ≥ L1 (Jensen), strictly for a non-constant gap
+    assert t.tce_l2 == pytest.approx(math.sqrt(exact_sq), abs=1.5e-3)
+    assert 0 < t.noise_floor_l2 < 1e-3
     # c is a function of conf here, so the per-input gap equals the conditional one
     assert t.per_sample_bound == pytest.approx(exact, abs=1.5e-3)
 
@@ -106,6 +112,9 @@ def test_binned_gap_hand_computed():
     # bin 1: mean c 0.7 vs 0.6 → 0.1; bin 2: 0.8 vs 0.9 → 0.1; weights ½ each
     assert gap == pytest.approx(0.1)
     assert used == 2
+    # L2: sqrt(½·0.01 + ½·0.01) = 0.1; noise: Σ_b var_b(c − conf)/n = (0.04 + 0)/4 → sqrt(0.01 + 0.01) − 0.1
+    gap_l2, floor_l2, _ = binned_conditional_gap(conf, c, num_bins=2, norm="l2")
+    assert gap_l2 == pytest.approx(0.1) and floor_l2 == pytest.approx(math.sqrt(0.02) - 0.1)
     # noise floor: bin 1 sd 0.2 → ½·√(2/π)·0.2/√2; bin 2 sd 0
     assert floor == pytest.approx(0.5 * math.sqrt(2 / math.pi) * 0.2 / math.sqrt(2))
 
