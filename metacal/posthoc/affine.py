@@ -10,10 +10,14 @@ W_ij (i ≠ j) moves evidence for class j into class i. The fit minimises, over 
     L(W, b) = −(1/N) Σ_n ln q_{n, y_n} + λ/(K(K−1)) Σ_{i≠j} W_ij² + μ/K Σ_i b_i²
 
 (the second and third terms are ODIR, Kull et al. 2019, §4: off-diagonal and intercept regularisation;
-:mod:`metacal.posthoc.odir` chooses λ, μ). L is convex in (W, b); it is minimised by L-BFGS with a strong-Wolfe
-line search in float64 (torch), started at the uncalibrated model W = I, b = 0, until every partial derivative
-of L is below 1e-7 in size; the start is kept if the end point is not lower (a failed line search), as for
-temperature scaling. Softmax ignores a shift shared by all classes, so (W + 1vᵀ, b + c1) is the same map
+:mod:`metacal.posthoc.odir` chooses λ, μ). L is convex in (W, b); it is minimised in float64 by L-BFGS
+(scipy's L-BFGS-B without bounds, with the hand-derived gradient of :func:`_value_and_gradient`; the torch
+definition :func:`affine_objective` is the reference the tests differentiate), started at the uncalibrated
+model W = I, b = 0, until every partial derivative of L is below 1e-7 in size; the start is kept if the end
+point is not lower, as for temperature scaling. The fits are many small steps: numpy arithmetic with a
+hand-derived gradient costs a fraction of torch autograd's per step, and the BLAS thread pool is held to one
+thread during the fit (threadpoolctl), because OpenBLAS threads on these tiny matrices spin against each
+other — on a busy 2-core machine that made one L-BFGS-B step take milliseconds instead of microseconds. Softmax ignores a shift shared by all classes, so (W + 1vᵀ, b + c1) is the same map
 as (W, b); the NLL cannot tell them apart and the penalty is smallest for Σ_{i≠j} W_ij = 0 in every column j
 and Σ_i b_i = 0. The fit therefore runs in those coordinates (:func:`gauge_fixed`), which also removes the
 flat directions that slow L-BFGS when λ, μ are small; with λ = μ = 0 it returns that representative.
@@ -29,12 +33,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from metacal.metrics.inputs import array_inputs
 from metacal.objectives._inputs import check_logits_targets
 
 TOLERANCE_GRAD = 1e-7  # L-BFGS stops when every |∂L/∂θ| is below this
+MAX_ITER = 5000  # L-BFGS iterations at most; the fits end on the gradient tolerance long before
 
 
 def affine_logits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -71,36 +77,69 @@ def gauge_fixed(weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor,
     return weight, bias
 
 
+def _value_and_gradient(theta: np.ndarray, x: np.ndarray, y: np.ndarray, diagonal: bool, reg_lambda: float,
+                        reg_mu: float) -> tuple[float, np.ndarray]:
+    """L at gauge_fixed(θ) and its gradient with respect to θ = (W, b) flattened (hand-derived):
+    ∂L/∂W = Rᵀ X + 2λ/(K(K−1))·offdiag(W) (diagonal W: Σ_n R_nk x_nk), ∂L/∂b = Σ_n R_n + 2μ/K·b,
+    R = (Q − Y)/N; then through the gauge map, which is linear: ∂/∂b_raw = ∂/∂b − mean(∂/∂b) and
+    ∂/∂W_raw,ij = ∂/∂W_ij − [i ≠ j]/(K−1) Σ_a ∂/∂W_aj."""
+    n, k = x.shape
+    split = k if diagonal else k * k
+    w_raw, b_raw = theta[:split], theta[split:]
+    w = w_raw if diagonal else w_raw.reshape(k, k)
+    b = b_raw - b_raw.mean()
+    offdiag = None
+    if not diagonal:
+        offdiag = 1.0 - np.eye(k)
+        w = w - ((w * offdiag).sum(axis=0) / (k - 1))[None, :]
+    logits = x * w + b if diagonal else x @ w.T + b
+    logits = logits - logits.max(axis=1, keepdims=True)
+    log_q = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    rows = np.arange(n)
+    value = -log_q[rows, y].mean() + reg_mu * (b @ b) / k
+    resid = np.exp(log_q)
+    resid[rows, y] -= 1.0
+    resid /= n
+    grad_b = resid.sum(axis=0) + 2.0 * reg_mu / k * b
+    grad_b = grad_b - grad_b.mean()
+    if diagonal:
+        grad_w = (resid * x).sum(axis=0)
+    else:
+        off = w * offdiag
+        value += reg_lambda * float((off * off).sum()) / (k * (k - 1))
+        grad_w = resid.T @ x + 2.0 * reg_lambda / (k * (k - 1)) * off
+        grad_w = grad_w - offdiag * (grad_w.sum(axis=0) / (k - 1))[None, :]
+    return float(value), np.concatenate([grad_w.reshape(-1), grad_b])
+
+
 def fit_affine(x: torch.Tensor, y: torch.Tensor, diagonal: bool, reg_lambda: float = 0.0, reg_mu: float = 0.0,
-               max_iter: int = 500, init: tuple[torch.Tensor, torch.Tensor] | None = None,
+               max_iter: int = MAX_ITER, init: tuple[torch.Tensor, torch.Tensor] | None = None,
                tolerance_grad: float = TOLERANCE_GRAD) -> tuple[torch.Tensor, torch.Tensor]:
     """(W, b) minimising :func:`affine_objective` on features ``x`` (N×K float64) and labels ``y``, written as
-    :func:`gauge_fixed` does; W is a K-vector when ``diagonal``. L-BFGS over (W, b) with L evaluated at
-    gauge_fixed(W, b), from ``init`` (default W = I, b = 0) until the largest partial derivative is below
-    ``tolerance_grad``; the start is returned if the fit does not lower L."""
+    :func:`gauge_fixed` does; W is a K-vector when ``diagonal``. L-BFGS (scipy's L-BFGS-B, no bounds) over
+    (W, b) with L evaluated at gauge_fixed(W, b) and its hand-derived gradient, from ``init`` (default W = I,
+    b = 0) until the largest partial derivative is below ``tolerance_grad``; the start is returned if the fit
+    does not lower L."""
+    from scipy.optimize import minimize
+    from threadpoolctl import threadpool_limits
+
     k = x.shape[1]
     if init is None:
-        init = (torch.ones(k, dtype=x.dtype) if diagonal else torch.eye(k, dtype=x.dtype), torch.zeros(k, dtype=x.dtype))
-    start_w, start_b = gauge_fixed(init[0].detach(), init[1].detach())
-    weight = start_w.clone().requires_grad_(True)
-    bias = start_b.clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([weight, bias], lr=1.0, max_iter=max_iter, history_size=50,
-                            tolerance_grad=tolerance_grad, tolerance_change=1e-12, line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = affine_objective(x, y, *gauge_fixed(weight, bias), reg_lambda, reg_mu)
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        weight, bias = gauge_fixed(weight, bias)
-        at_start = affine_objective(x, y, start_w, start_b, reg_lambda, reg_mu)
-        at_end = affine_objective(x, y, weight, bias, reg_lambda, reg_mu)
-    if not bool(torch.isfinite(at_end)) or at_end > at_start:
+        init = (torch.ones(k, dtype=torch.float64) if diagonal else torch.eye(k, dtype=torch.float64),
+                torch.zeros(k, dtype=torch.float64))
+    start_w, start_b = gauge_fixed(init[0].detach().double().cpu(), init[1].detach().double().cpu())
+    theta0 = np.concatenate([start_w.numpy().reshape(-1), start_b.numpy()])
+    xs, ys = x.detach().double().cpu().numpy(), y.detach().cpu().numpy()
+    args = (xs, ys, diagonal, float(reg_lambda), float(reg_mu))
+    with threadpool_limits(limits=1, user_api="blas"):  # see the module docstring
+        result = minimize(_value_and_gradient, theta0, args=args, jac=True, method="L-BFGS-B",
+                          options={"maxiter": max_iter, "gtol": tolerance_grad, "ftol": 1e-15, "maxcor": 20})
+    at_start = _value_and_gradient(theta0, *args)[0]
+    if not np.isfinite(result.fun) or result.fun > at_start:
         return start_w, start_b
-    return weight.detach(), bias.detach()
+    split = k if diagonal else k * k
+    weight = torch.from_numpy(result.x[:split].copy()).reshape(start_w.shape)
+    return gauge_fixed(weight, torch.from_numpy(result.x[split:].copy()))
 
 
 def check_finite_logits(logits: torch.Tensor, labels: torch.Tensor | None = None) -> None:
@@ -128,7 +167,7 @@ class AffineCalibrator:
     log_probs = False
     name = "affine"
 
-    def __init__(self, max_iter: int = 500) -> None:
+    def __init__(self, max_iter: int = MAX_ITER) -> None:
         self.max_iter = int(max_iter)
         self.weight: torch.Tensor | None = None
         self.bias: torch.Tensor | None = None

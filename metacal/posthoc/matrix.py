@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from .affine import AffineCalibrator
+from .affine import MAX_ITER, AffineCalibrator
 from .odir import CV_FOLDS, ODIR_GRID, select_odir
 
 
@@ -25,7 +25,7 @@ class ODIRCalibrator(AffineCalibrator):
 
     def __init__(self, reg_lambda: float | str = "cv", reg_mu: float | None = None,
                  grid: Sequence[float] = ODIR_GRID, folds: int = CV_FOLDS, seed: int = 0,
-                 max_iter: int = 500) -> None:
+                 max_iter: int = MAX_ITER) -> None:
         super().__init__(max_iter)
         if isinstance(reg_lambda, str):
             if reg_lambda != "cv":

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from .affine import affine_logits, fit_affine
+from .affine import MAX_ITER, affine_logits, fit_affine
 
 ODIR_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 CV_FOLDS = 5
@@ -38,7 +38,7 @@ def stratified_folds(labels: torch.Tensor, folds: int, seed: int = 0) -> torch.T
 
 
 def cross_validated_nll(x: torch.Tensor, y: torch.Tensor, diagonal: bool, grid: Sequence[float],
-                        folds: int = CV_FOLDS, seed: int = 0, max_iter: int = 500) -> torch.Tensor:
+                        folds: int = CV_FOLDS, seed: int = 0, max_iter: int = MAX_ITER) -> torch.Tensor:
     """Mean held-out NLL of the map fitted with λ = μ = each grid value (float64, one entry per value)."""
     fold = stratified_folds(y, folds, seed)
     scores = torch.zeros(len(grid), dtype=torch.float64)
@@ -56,7 +56,7 @@ def cross_validated_nll(x: torch.Tensor, y: torch.Tensor, diagonal: bool, grid: 
 
 
 def select_odir(x: torch.Tensor, y: torch.Tensor, diagonal: bool = False, grid: Sequence[float] = ODIR_GRID,
-                folds: int = CV_FOLDS, seed: int = 0, max_iter: int = 500) -> tuple[float, torch.Tensor]:
+                folds: int = CV_FOLDS, seed: int = 0, max_iter: int = MAX_ITER) -> tuple[float, torch.Tensor]:
     """(λ = μ with the lowest mean held-out NLL, the held-out NLL of every grid value)."""
     if len(grid) == 0 or any(not (float(v) >= 0) for v in grid):
         raise ValueError(f"the ODIR grid must hold at least one value, all ≥ 0, got {list(grid)}")

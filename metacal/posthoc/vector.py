@@ -8,7 +8,7 @@ Temperature scaling is the special case w = (1/T)·1, b = 0. netcal's ``Logistic
 
 from __future__ import annotations
 
-from .affine import AffineCalibrator
+from .affine import MAX_ITER, AffineCalibrator
 
 
 class VectorScaling(AffineCalibrator):
@@ -17,7 +17,7 @@ class VectorScaling(AffineCalibrator):
     diagonal = True
     name = "vector scaling"
 
-    def __init__(self, reg_mu: float = 0.0, max_iter: int = 500) -> None:
+    def __init__(self, reg_mu: float = 0.0, max_iter: int = MAX_ITER) -> None:
         super().__init__(max_iter)
         if not float(reg_mu) >= 0:
             raise ValueError(f"reg_mu must be ≥ 0, got {reg_mu}")

@@ -107,3 +107,20 @@ def test_state_round_trip_through_a_file(tmp_path):
         MatrixScaling().fit(z[:11], y[:11])
     with pytest.raises(ValueError, match="'cv'"):
         MatrixScaling(reg_lambda="grid")
+
+
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_hand_derived_gradient_matches_autograd(diagonal):
+    # the fit's numpy value and gradient (through the gauge map) against torch autograd of the definition
+    from metacal.posthoc.affine import _value_and_gradient, affine_objective
+
+    k, g = 5, torch.Generator().manual_seed(9)
+    x = torch.randn(300, k, generator=g, dtype=torch.float64) * 2
+    y = torch.randint(0, k, (300,), generator=g)
+    w = torch.randn(k if diagonal else k * k, generator=g, dtype=torch.float64).requires_grad_(True)
+    b = torch.randn(k, generator=g, dtype=torch.float64).requires_grad_(True)
+    loss = affine_objective(x, y, *gauge_fixed(w if diagonal else w.reshape(k, k), b), 0.7, 0.3)
+    loss.backward()
+    value, grad = _value_and_gradient(torch.cat([w, b]).detach().numpy(), x.numpy(), y.numpy(), diagonal, 0.7, 0.3)
+    assert value == pytest.approx(loss.detach().item(), abs=1e-12)
+    np.testing.assert_allclose(grad, torch.cat([w.grad, b.grad]).numpy(), atol=1e-12)
