@@ -17,10 +17,12 @@ model W = I, b = 0, until every partial derivative of L is below 1e-7 in size; t
 point is not lower, as for temperature scaling. The fits are many small steps: numpy arithmetic with a
 hand-derived gradient costs a fraction of torch autograd's per step, and the BLAS thread pool is held to one
 thread during the fit (threadpoolctl), because OpenBLAS threads on these tiny matrices spin against each
-other — on a busy 2-core machine that made one L-BFGS-B step take milliseconds instead of microseconds. Softmax ignores a shift shared by all classes, so (W + 1vᵀ, b + c1) is the same map
-as (W, b); the NLL cannot tell them apart and the penalty is smallest for Σ_{i≠j} W_ij = 0 in every column j
-and Σ_i b_i = 0. The fit therefore runs in those coordinates (:func:`gauge_fixed`), which also removes the
-flat directions that slow L-BFGS when λ, μ are small; with λ = μ = 0 it returns that representative.
+other — on a busy 2-core machine that made one L-BFGS-B step take milliseconds instead of microseconds.
+
+Softmax ignores a shift shared by all classes, so (W + 1vᵀ, b + c1) is the same map as (W, b); the NLL
+cannot tell them apart and the penalty is smallest for Σ_{i≠j} W_ij = 0 in every column j and Σ_i b_i = 0.
+The fit therefore runs in those coordinates (:func:`gauge_fixed`), which also removes the flat directions
+that slow L-BFGS when λ, μ are small; with λ = μ = 0 it returns that representative.
 
 Difference from the reference code (dirichletcal/dirichlet_python): it fixes the shift by subtracting the last
 row of [W | b] from every row and applies the penalty to the result, so its penalty measures the map relative
@@ -49,7 +51,7 @@ def affine_logits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> 
 
 
 def odir_penalty(weight: torch.Tensor, bias: torch.Tensor, reg_lambda: float, reg_mu: float) -> torch.Tensor:
-    """λ/(K(K−1)) Σ_{i≠j} W_ij² + μ/K Σ_i b_i² (Kull et al. 2019, §4); a diagonal weight has no off-diagonal term."""
+    """λ/(K(K−1)) Σ_{i≠j} W_ij² + μ/K Σ_i b_i² (Kull et al. 2019, §4); a diagonal W has no off-diagonal term."""
     k = bias.shape[0]
     penalty = reg_mu * bias.pow(2).sum() / k
     if weight.dim() == 2 and k > 1:
@@ -159,8 +161,8 @@ class AffineCalibrator:
     (x = log_softmax(z) instead of z) and how λ, μ are chosen (:meth:`_regularisation`).
 
     ``fit(logits, labels)`` → self; ``transform(logits)`` → probabilities (a tensor); inputs may be tensors,
-    numpy arrays or lists. With probabilities only, pass ln p as logits (softmax(W ln p + b) is then the
-    same map as on the logits for Dirichlet calibration; for vector/matrix scaling it is the map on ln p).
+    numpy arrays or lists. With probabilities only, pass ln p as logits: Dirichlet calibration then fits the
+    same map as on the logits; vector and matrix scaling fit their map on ln p, a different input.
     """
 
     diagonal = False
@@ -195,9 +197,9 @@ class AffineCalibrator:
         if k < 2:
             raise ValueError(f"{self.name} needs K ≥ 2 classes, got K = {k}")
         if n < self.min_samples(k):
-            raise ValueError(f"{self.name} needs at least {self.min_samples(k)} fitting samples for K = {k}, got N = {n}")
-        x, y = self.features(logits), labels.to(logits.device).long().cpu()
-        x = x.cpu()
+            raise ValueError(f"{self.name} needs at least {self.min_samples(k)} fitting samples for K = {k}, "
+                             f"got N = {n}")
+        x, y = self.features(logits).cpu(), labels.long().cpu()
         self.reg_lambda_used, self.reg_mu_used = self._regularisation(x, y)
         self.weight, self.bias = fit_affine(x, y, self.diagonal, self.reg_lambda_used, self.reg_mu_used,
                                             self.max_iter)

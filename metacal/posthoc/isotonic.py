@@ -66,7 +66,8 @@ class IsotonicCalibration:
         check_probs_labels(probs, labels)
         n, k = probs.shape
         if n < self.min_samples(k):
-            raise ValueError(f"{self.name} needs at least {self.min_samples(k)} fitting samples for K = {k}, got N = {n}")
+            raise ValueError(f"{self.name} needs at least {self.min_samples(k)} fitting samples for K = {k}, "
+                             f"got N = {n}")
         p = probs.detach().double().cpu().numpy()
         y = labels.detach().cpu().numpy()
         knots = []

@@ -83,7 +83,8 @@ def available() -> list[str]:
 
 
 def spec(name: str) -> CalibratorSpec:
-    """The spec of ``name``; an unknown name raises :class:`metacal.registry.UnknownNameError` listing the valid ones."""
+    """The spec of ``name``; an unknown name raises :class:`metacal.registry.UnknownNameError` listing the
+    valid ones."""
     return CALIBRATORS.get(name)  # type: ignore[return-value]
 
 
