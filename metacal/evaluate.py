@@ -1,6 +1,6 @@
 """Evaluate saved predictions: calibration metrics before and after post-hoc calibration.
 
-    python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz] [--json] [--plot OUT.png]
+    python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz [--calibrators NAMES]] [--json] [--plot OUT.png]
                                [--ci [--ci-level 0.9] [--bootstrap 1000] [--seed 0]]
     python -m metacal.evaluate runs/<name>            # every .npz of the run's predictions/ (val, test)
 
@@ -9,12 +9,16 @@ either ``logits`` (N×K float) or ``probs`` (N×K, rows summing to 1 within 1e-3
 ``logits`` are used. Prints a table in percent, or with ``--json`` exactly one JSON object (fractions; keys
 of ``metacal.metrics.summary`` at ``--bins`` bins).
 
-``--calib VAL.npz`` fits, on VAL, temperature scaling by NLL and by the ECE grid (0.1…10.0) and top-label
-histogram binning (``--bins`` bins), applies them to PRED and adds ``after_ts_nll``, ``after_ts_ece``,
-``after_hb`` (nested summaries) and ``temperature_nll``, ``temperature_ece``. Temperature scaling needs
-logits: a file with only ``probs`` is scaled through log-probabilities used as logits
-(softmax(log p / T) ∝ p^(1/T), the same family of maps), and the JSON then says
-``"calib_logits_from": "log_probs"``.
+``--calib VAL.npz`` fits, on VAL, every post-hoc calibrator of ``metacal.posthoc.registry`` (or those named
+by ``--calibrators``, comma-separated): temperature scaling by NLL (``ts_nll``) and by the ECE grid
+(``ts_ece``, 0.1…10.0), top-label histogram binning (``hb``, ``--bins`` bins), vector scaling (``vector``),
+matrix scaling and Dirichlet calibration with ODIR (``matrix``, ``dirichlet``; λ = μ by 5-fold CV) and
+one-vs-rest isotonic regression (``isotonic``). It applies each to PRED and adds ``after_<name>`` (nested
+summaries), ``temperature_nll``, ``temperature_ece`` and ``calibrator_params`` (the fitted T, λ, μ by
+name). The scaling methods need logits: a file with only ``probs`` is scaled through log-probabilities used
+as logits (softmax(log p / T) ∝ p^(1/T), the same family of maps for TS and Dirichlet calibration), and the
+JSON then says ``"calib_logits_from": "log_probs"``. A VAL with fewer samples than a calibrator needs
+(vector: 2K, matrix and Dirichlet: K(K+1), isotonic: K) is one line (exit code 2) before anything is fitted.
 ``--ci`` adds ``"ci"``: percentile bootstrap intervals of the metrics of PRED (``--bootstrap`` B resamples,
 ``--ci-level`` level, ``--seed``; ``metacal.metrics.bootstrap``): ``{"method": "percentile", "level", "bootstrap",
 "seed", "<metric>": [low, high], …, "skipped": ["sece", "kde_ece", "smece"]}`` (the binning-free estimators
@@ -41,7 +45,7 @@ from pathlib import Path
 from typing import Sequence
 
 from metacal.metrics import BootstrapSpec, summary
-from metacal.posthoc import HistogramBinning, TemperatureScaling
+from metacal.posthoc import registry as calibrators
 from metacal.predictions import Predictions, load_predictions
 
 PROG = "python -m metacal.evaluate"
@@ -51,9 +55,24 @@ class InputError(ValueError):
     """Bad command-line input (reported as one line, exit code 2)."""
 
 
+def fit_calibrators(calib: Predictions, names: Sequence[str] | None = None, num_bins: int = 15) -> dict:
+    """{name: calibrator fitted on ``calib``} for ``names`` (default: every registered one); every sample
+    count is checked before the first fit."""
+    names = calibrators.available() if names is None else list(names)
+    for name in names:
+        try:
+            calibrators.check_fit_size(name, calib.labels.shape[0], calib.num_classes)
+        except ValueError as exc:
+            raise InputError(f"--calib file: {exc} (choose others with --calibrators)") from None
+    return {name: calibrators.fit_calibrator(name, calib, num_bins) for name in names}
+
+
 def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = None,
+             fitted: dict | None = None, names: Sequence[str] | None = None,
              ci: BootstrapSpec | None = None) -> dict:
-    """The CLI's result dict (see module docstring); ``ci`` adds the bootstrap intervals of PRED's metrics."""
+    """The CLI's result dict (see module docstring). ``fitted`` (from :func:`fit_calibrators` on ``calib``)
+    saves refitting when several files are evaluated against one VAL; ``names`` selects the calibrators;
+    ``ci`` adds the bootstrap intervals of PRED's metrics."""
     result: dict = dict(summary(pred.probs, pred.labels, num_bins, ci=ci))
     if calib is None:
         return result
@@ -61,17 +80,17 @@ def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = 
         raise InputError(
             f"--calib file has K = {calib.num_classes} classes but predictions have K = {pred.num_classes}"
         )
-    val_logits, test_logits = calib.logits_for_scaling(), pred.logits_for_scaling()
-    ts_nll = TemperatureScaling("nll").fit(val_logits, calib.labels)
-    ts_ece = TemperatureScaling("ece_grid", num_bins=num_bins).fit(val_logits, calib.labels)
-    hb = HistogramBinning(num_bins, mode="top").fit(calib.probs, calib.labels)
-    result["temperature_nll"] = ts_nll.temperature
-    result["temperature_ece"] = ts_ece.temperature
+    if fitted is None:
+        fitted = fit_calibrators(calib, names, num_bins)
+    if "ts_nll" in fitted:
+        result["temperature_nll"] = fitted["ts_nll"].temperature
+    if "ts_ece" in fitted:
+        result["temperature_ece"] = fitted["ts_ece"].temperature
     if pred.logits is None or calib.logits is None:
         result["calib_logits_from"] = "log_probs"
-    result["after_ts_nll"] = summary(ts_nll.transform(test_logits), pred.labels, num_bins)
-    result["after_ts_ece"] = summary(ts_ece.transform(test_logits), pred.labels, num_bins)
-    result["after_hb"] = summary(hb.transform(pred.probs), pred.labels, num_bins)
+    result["calibrator_params"] = {name: p for name, cal in fitted.items() if (p := calibrators.fitted_params(cal))}
+    for name, cal in fitted.items():
+        result[f"after_{name}"] = summary(calibrators.apply_calibrator(name, cal, pred), pred.labels, num_bins)
     return result
 
 
@@ -87,12 +106,10 @@ TABLE_ROWS = (
 def format_table(result: dict, num_bins: int) -> str:
     """Human-readable table: one column per calibration state, fractions shown in percent."""
     columns = [("uncalibrated", result)]
-    if "after_ts_nll" in result:
-        columns += [
-            (f"TS-NLL T={result['temperature_nll']:.3f}", result["after_ts_nll"]),
-            (f"TS-ECE T={result['temperature_ece']:.2f}", result["after_ts_ece"]),
-            ("HB", result["after_hb"]),
-        ]
+    titles = {"ts_nll": f"TS-NLL T={result.get('temperature_nll', 0):.3f}",
+              "ts_ece": f"TS-ECE T={result.get('temperature_ece', 0):.2f}"}
+    columns += [(titles.get(name, calibrators.spec(name).label), result[f"after_{name}"])
+                for name in calibrators.available() if f"after_{name}" in result]
     width = max(18, *(len(name) + 2 for name, _ in columns))
     ci = result.get("ci")
     ci_name = f"{100 * ci['level']:g}% CI (B={ci['bootstrap']})" if ci else ""
@@ -129,13 +146,31 @@ def prediction_files(path: str | Path) -> list[Path]:
     return files
 
 
+def calibrator_names(text: str | None, have_calib: bool) -> list[str] | None:
+    """The ``--calibrators`` list (None: all), each name checked against the registry."""
+    if text is None:
+        return None
+    if not have_calib:
+        raise InputError("--calibrators needs --calib VAL.npz")
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in calibrators.CALIBRATORS]
+    if unknown or not names:
+        raise InputError(f"--calibrators: unknown name(s) {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(calibrators.available())}")
+    return list(dict.fromkeys(names))
+
+
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description="Calibration metrics of saved predictions (.npz).")
     parser.add_argument("predictions", metavar="PRED",
                         help="PRED.npz with 'labels' and 'logits' (or 'probs'), or a folder of them (a run's "
                              "predictions/ or the run directory itself): every .npz in it is evaluated")
     parser.add_argument("--bins", type=int, default=15, help="bins for the binned metrics and HB (default 15)")
-    parser.add_argument("--calib", metavar="VAL.npz", help="fit TS (NLL), TS (ECE grid) and HB on these predictions")
+    parser.add_argument("--calib", metavar="VAL.npz",
+                        help="fit the post-hoc calibrators on these predictions and report PRED after each")
+    parser.add_argument("--calibrators", metavar="NAMES",
+                        help=f"with --calib: comma-separated subset of {','.join(calibrators.available())} "
+                             "(default: all)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (fractions) instead of a table; for a folder, one object "
                              "keyed by file name")
@@ -168,18 +203,23 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         if args.bins < 1:
             raise InputError(f"--bins must be a positive integer, got {args.bins}")
         ci = bootstrap_spec(args)
+        names = calibrator_names(args.calibrators, bool(args.calib))
         files = prediction_files(args.predictions)
         if args.plot and len(files) > 1:
             raise InputError(f"--plot needs one PRED.npz; {args.predictions} holds {len(files)} "
                              f"({', '.join(f.name for f in files)})")
         calib = load_predictions(args.calib) if args.calib else None
-        results = {}
-        for file in files:
-            pred = load_predictions(file)
-            results[file.name] = evaluate(pred, args.bins, calib, ci)
+        preds = {file.name: load_predictions(file) for file in files}
+        for pred in preds.values():  # every file is checked before the (slower) fits
+            if calib is not None and calib.num_classes != pred.num_classes:
+                raise InputError(f"--calib file has K = {calib.num_classes} classes but predictions have "
+                                 f"K = {pred.num_classes}")
+        fitted = fit_calibrators(calib, names, args.bins) if calib is not None else None
+        results = {name: evaluate(pred, args.bins, calib, fitted, ci=ci) for name, pred in preds.items()}
         if args.plot:
             from metacal.report.reliability import plot_reliability
 
+            pred = preds[files[0].name]
             plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name, bands=ci,
                              smooth=True)
     except (InputError, ValueError, FileNotFoundError, OSError) as exc:

@@ -1,6 +1,16 @@
-"""Post-hoc calibration fitted on held-out predictions: temperature scaling and histogram binning."""
+"""Post-hoc calibration fitted on held-out predictions: temperature scaling, histogram binning, vector and
+matrix scaling, Dirichlet calibration (ODIR) and one-vs-rest isotonic regression; ``registry`` names them."""
 
+from .dirichlet import DirichletCalibration
 from .histogram import HistogramBinning
+from .isotonic import IsotonicCalibration
+from .matrix import MatrixScaling
+from .registry import CALIBRATORS, apply_calibrator, available, calibrate, fit_calibrator, fitted_params, spec
 from .temperature import TemperatureScaling, default_grid, fit_temperature_nll
+from .vector import VectorScaling
 
-__all__ = ["HistogramBinning", "TemperatureScaling", "default_grid", "fit_temperature_nll"]
+__all__ = [
+    "DirichletCalibration", "HistogramBinning", "IsotonicCalibration", "MatrixScaling", "TemperatureScaling",
+    "VectorScaling", "default_grid", "fit_temperature_nll", "CALIBRATORS", "apply_calibrator", "available",
+    "calibrate", "fit_calibrator", "fitted_params", "spec",
+]  # fmt: skip
