@@ -39,8 +39,9 @@ SHIPPED_LR = 1e-3
 SHIPPED_LABEL = f"trajectory level, shape frozen, lr {SHIPPED_LR:g} (shipped: {SHIPPED})"
 FULL_META_VAL = 400  # the whole meta-validation split of configs/mnist1d_overconfident: v without sampling noise
 # SGD on the level b: Δγ = −lr·∂J/∂γ̄ / τ² (τ = 0.01), so with |∂J/∂γ̄| ≈ 0.05 (TensorBoard step/dJ_dlevel)
-# lr 1e-5 moves γ ≈ 0.005 per meta step (≤ 5 over the 1,000 steps of the schedule), 1e-4 ten times that.
-SGD_LEVEL_LRS = (1e-5, 1e-4)
+# lr 1e-5 moves γ ≈ 0.005 per meta step (≤ 5 over the 1,000 steps of the schedule), 1e-4 ten times that;
+# 1e-4 ×3 and ÷3 check its robustness as issue #14 asks of the shipped setting.
+SGD_LEVEL_LRS = (1e-5, 1e-4 / 3, 1e-4, 3e-4)
 ROBUST_FACTOR = 1.5  # issue #14: ECE at lr ×3 and ÷3 within 1.5× of the shipped setting's
 
 
