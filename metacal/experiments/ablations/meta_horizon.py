@@ -69,7 +69,7 @@ def variants(quick: bool, regime: str = REGIMES[0]) -> list[Variant]:
                     (f"meta.batch_size={FULL_META_VAL}", "meta.horizon_decay=0.99")),
             Variant("the same (whole trajectory), J = SECE + CE (meta.ce_weight 1)", SHIPPED,
                     (f"meta.batch_size={FULL_META_VAL}", "meta.ce_weight=1.0")),
-            *(Variant(f"the same, SGD on the level, lr {lr:g} (step ∝ gradient)", SHIPPED,
+            *(Variant(f"the same, SGD on the level, lr {lr:.2g} (step ∝ gradient)", SHIPPED,
                       (f"meta.batch_size={FULL_META_VAL}", "meta.optimizer=sgd", f"meta.lr={lr!r}"))
               for lr in SGD_LEVEL_LRS),
             *robust[1:]]
