@@ -3,6 +3,20 @@
 Subpackages mirror the concepts: ``metrics`` (measure calibration), ``objectives``
 (differentiable calibration errors), ``losses`` (inner training objectives), ``meta``
 (γ-Net and one-step hypergradients), ``data``, ``models``, ``train``, ``posthoc`` and ``report``.
+
+``metacal.fit(model, train, val=..., test=..., config=..., overrides=[...])`` trains one's own network on
+one's own datasets (metacal/train/fit.py); it is imported on first use, so ``import metacal.metrics`` stays
+free of the trainer's dependencies.
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "fit":
+        from metacal.train.fit import fit
+
+        return fit
+    raise AttributeError(f"module 'metacal' has no attribute {name!r}")

@@ -23,10 +23,11 @@ from pathlib import Path
 from metacal.data.errors import DataFormatError
 from metacal.registry import UnknownNameError
 
-from .checkpoint import CONFIG, CheckpointError, find_latest, no_checkpoint_message
-from .config import ConfigError, load_config
+from .checkpoint import CheckpointError, find_latest
+from .compat import checkpoint_to_resume, saved_config
+from .config import ConfigError, load_config, to_dict
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted, handle_stop_signals
-from .run_dir import RunPaths, clear_run_dir, default_run_dir, prepare_run_dir
+from .run_dir import RunPaths, clear_run_dir, default_run_dir, shared_run_dir
 from .run_summary import end_of_run_summary, finished_note
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
@@ -69,23 +70,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def resolve_config(args: argparse.Namespace):
+    """The run's config (a --resume without --config: the checkpoint's own, plus --set); a config whose data
+    and model came from Python (metacal.fit) is refused in one line, it names nothing the CLI can build."""
+    from .components import check_buildable
+
+    cfg = _resolve_config(args)
+    if args.resume:
+        check_buildable(cfg, f"metacal.fit(model, train, ..., run_dir={args.run_dir!r}, resume=True) continues it")
+    else:
+        check_buildable(cfg, f"metacal.fit(model, train, ..., config={args.config!r})")
+    return cfg
+
+
+def _resolve_config(args: argparse.Namespace):
     if args.resume:
         if not args.run_dir:
             raise ConfigError("--resume needs --run-dir (the run to continue)")
         root = Path(args.run_dir)
-        if not root.is_dir():
-            raise FileNotFoundError(f"cannot resume: run directory {root} does not exist")
-        latest = find_latest(RunPaths(root).checkpoints)
-        if latest is None:
-            raise FileNotFoundError(no_checkpoint_message(root))
+        latest = checkpoint_to_resume(root)
         if args.config is None:  # the checkpoint's own resolved config, plus --set overrides
-            from .compat import parse_saved_config
-
-            saved_path = latest / CONFIG if (latest / CONFIG).is_file() else RunPaths(root).config
-            saved = parse_saved_config(saved_path.read_text(), str(saved_path))
-            from .config import to_dict
-
-            return load_config(None, args.overrides, base=to_dict(saved))
+            return load_config(None, args.overrides, base=to_dict(saved_config(root, latest)))
     if args.config is None:
         raise ConfigError("--config is required (e.g. --config configs/quickstart.yaml)")
     return load_config(args.config, args.overrides)
@@ -93,23 +97,9 @@ def resolve_config(args: argparse.Namespace):
 
 def _prepare_paths(args: argparse.Namespace, accelerator) -> RunPaths:
     """The main process checks/creates the run directory; every process gets the same path or error."""
-    from accelerate.utils import broadcast_object_list
-
-    payload: list = [None, None]
-    if accelerator.is_main_process:
-        try:
-            root = Path(args.run_dir) if args.run_dir else default_run_dir(args.config)
-            paths = prepare_run_dir(root, resume=args.resume, overwrite=args.overwrite, defer_overwrite=True)
-            payload = [str(paths.root), None]
-        except USER_ERRORS + (ValueError,) as err:
-            payload = [None, f"{type(err).__name__}: {err}"]
-    if accelerator.num_processes > 1:
-        broadcast_object_list(payload)
-    if payload[1] is not None:
-        kind, _, message = payload[1].partition(": ")
-        raise {"FileExistsError": FileExistsError, "FileNotFoundError": FileNotFoundError,
-               "PermissionError": PermissionError}.get(kind, ConfigError)(message)
-    return RunPaths(Path(payload[0]))
+    root = Path(args.run_dir) if args.run_dir else default_run_dir(args.config)
+    return shared_run_dir(root, accelerator, resume=args.resume, overwrite=args.overwrite,
+                          user_errors=USER_ERRORS + (ValueError,))
 
 
 def _remove_if_empty(path: Path) -> None:

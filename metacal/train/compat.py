@@ -60,6 +60,26 @@ def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) ->
                 f"architecture or saved state, so start a new run (another --run-dir) to change it")
 
 
+def checkpoint_to_resume(root: Path) -> Path:
+    """The newest complete checkpoint of run directory ``root``; FileNotFoundError naming what is missing."""
+    from .run_dir import RunPaths
+
+    if not root.is_dir():
+        raise FileNotFoundError(f"cannot resume: run directory {root} does not exist")
+    latest = find_latest(RunPaths(root).checkpoints)
+    if latest is None:
+        raise FileNotFoundError(no_checkpoint_message(root))
+    return latest
+
+
+def saved_config(root: Path, latest: Path) -> Config:
+    """The resolved config a resume of ``root`` continues: the checkpoint ``latest``'s own, else the run's."""
+    from .run_dir import RunPaths
+
+    path = latest / CONFIG if (latest / CONFIG).is_file() else RunPaths(root).config
+    return parse_saved_config(path.read_text(), str(path))
+
+
 def resume_point(paths, cfg: Config) -> Path:
     """The checkpoint to continue from, after checking ``cfg`` may continue it (before anything is built)."""
     latest = find_latest(paths.checkpoints)

@@ -19,6 +19,24 @@ from .config import Config, ConfigError
 
 T = TypeVar("T")
 
+# data.name / model.name of a run whose datasets and network were handed over from Python (metacal.fit):
+# "python:<class name>". Such a config names nothing a builder could rebuild.
+PYTHON = "python:"
+
+
+def from_python(cfg: Config) -> bool:
+    """Whether the run's data and model came from Python (:func:`metacal.fit`), not from the config."""
+    return cfg.data.name.startswith(PYTHON) or cfg.model.name.startswith(PYTHON)
+
+
+def check_buildable(cfg: Config, how: str = "metacal.fit(model, train, ...)") -> None:
+    """One ConfigError line when the data and model cannot be built from ``cfg`` (a :func:`metacal.fit` run);
+    ``how`` is the call that can (the CLI names the run directory)."""
+    if from_python(cfg):
+        raise ConfigError(f"this config's data ({cfg.data.name}) and model ({cfg.model.name}) were given to metacal.fit "
+                          f"from Python, so the command line cannot rebuild them; pass the same datasets and model "
+                          f"again from Python: {how}")
+
 
 def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Call a constructor; bad parameters → ConfigError('<section>: <reason>')."""
@@ -35,24 +53,28 @@ def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> 
 def build_data(cfg: Config):
     from metacal import data
 
+    check_buildable(cfg)
     data.DATASETS.get(cfg.data.name)  # unknown name → UnknownNameError before any loading
     return construct(f"data ({cfg.data.name})", data.build, cfg.data.name, root=cfg.data.root,
                      seed=cfg.data.seed, **cfg.data.options)
 
 
-def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True) -> nn.Module:
-    """The model by name, started from ``model.checkpoint`` (unless ``load_checkpoint`` is False: a resume
-    restores its own weights), with ``model.freeze`` applied (metacal/train/optim.py)."""
+def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True, model: nn.Module | None = None) -> nn.Module:
+    """The model by name (or ``model`` as given, :func:`metacal.fit`), started from ``model.checkpoint``
+    (unless ``load_checkpoint`` is False: a resume restores its own weights), with ``model.freeze`` applied
+    (metacal/train/optim.py)."""
     from metacal import models
 
     from .init_weights import load_initial_weights
     from .optim import freeze
 
-    models.check_name(cfg.model.name)
-    options = dict(cfg.model.options)
-    options.setdefault("input_shape", tuple(bundle.input_shape))
-    model = construct(f"model ({cfg.model.name})", models.build, cfg.model.name,
-                      num_classes=bundle.num_classes, in_channels=bundle.in_channels, **options)
+    if model is None:
+        check_buildable(cfg)
+        models.check_name(cfg.model.name)
+        options = dict(cfg.model.options)
+        options.setdefault("input_shape", tuple(bundle.input_shape))
+        model = construct(f"model ({cfg.model.name})", models.build, cfg.model.name,
+                          num_classes=bundle.num_classes, in_channels=bundle.in_channels, **options)
     if cfg.model.checkpoint and load_checkpoint:
         construct("model.checkpoint", load_initial_weights, model, cfg.model.checkpoint, list(cfg.model.checkpoint_skip))
     construct("model.freeze", freeze, model, list(cfg.model.freeze))

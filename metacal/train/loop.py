@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from accelerate import Accelerator
@@ -44,20 +44,22 @@ __all__ = ["train", "RunResult", "TrainingDivergedError", "make_accelerator"]
 
 
 def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accelerator | None = None,
-          before_first_write: Callable[[], None] | None = None) -> RunResult:
+          before_first_write: Callable[[], None] | None = None, bundle: Any = None,
+          model: torch.nn.Module | None = None) -> RunResult:
     """Train per ``cfg`` into ``paths`` (resuming from its latest checkpoint if ``resume``).
 
     ``before_first_write`` runs on the main process after every component was built and the checkpoint
     (if any) loaded, before anything is written (the CLI clears an ``--overwrite`` directory there, so a
-    bad config never costs earlier results). The caller ends the Accelerator."""
-    run = setup(cfg, paths, resume, accelerator or make_accelerator(cfg), before_first_write)
+    bad config never costs earlier results). The caller ends the Accelerator. ``bundle``/``model``: data and
+    network built by the caller instead of from the config (:func:`metacal.fit`; trained in place)."""
+    run = setup(cfg, paths, resume, accelerator or make_accelerator(cfg), before_first_write, bundle, model)
     for epoch in range(run.state.epoch, cfg.schedule.epochs):
         t0, train_m, epoch_gamma = train_epoch(run, epoch)
         evaluate_epoch(run, epoch, t0, train_m, epoch_gamma)
     metrics = finalize(cfg, paths, run.state, run.accelerator, run.tb, has_test=run.test_loader is not None)
     run.tb.close()
     run.accelerator.wait_for_everyone()
-    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.gamma_net, run.state)
+    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.gamma_net, run.state, paths.root)
 
 
 def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Tensor | None]:

@@ -151,3 +151,27 @@ def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = Fa
                               "choose another --run-dir") from None
     check_writable(path)
     return RunPaths(path)
+
+
+def shared_run_dir(root: str | Path, accelerator, resume: bool = False, overwrite: bool = False,
+                   user_errors: tuple[type[BaseException], ...] = (OSError, ValueError)) -> RunPaths:
+    """:func:`prepare_run_dir` (with ``defer_overwrite``) on the main process only; every process gets the
+    same paths, or the same error (FileExistsError, FileNotFoundError, PermissionError, else ConfigError)."""
+    from accelerate.utils import broadcast_object_list
+
+    from .config import ConfigError
+
+    payload: list = [None, None]
+    if accelerator.is_main_process:
+        try:
+            paths = prepare_run_dir(root, resume=resume, overwrite=overwrite, defer_overwrite=True)
+            payload = [str(paths.root), None]
+        except user_errors as err:
+            payload = [None, f"{type(err).__name__}: {err}"]
+    if accelerator.num_processes > 1:
+        broadcast_object_list(payload)
+    if payload[1] is not None:
+        kind, _, message = payload[1].partition(": ")
+        raise {"FileExistsError": FileExistsError, "FileNotFoundError": FileNotFoundError,
+               "PermissionError": PermissionError}.get(kind, ConfigError)(message)
+    return RunPaths(Path(payload[0]))

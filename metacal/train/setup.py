@@ -4,6 +4,7 @@ the iteration (plain or meta), the checkpointed state and the TensorBoard writer
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -37,6 +38,7 @@ class RunResult:
     model: torch.nn.Module  # unwrapped backbone
     gamma_net: torch.nn.Module | None
     state: TrainState
+    run_dir: Path | None = None  # where config.yaml, checkpoints/, metrics.json … are
 
 
 def make_accelerator(cfg: Config) -> Accelerator:
@@ -106,9 +108,12 @@ class Run:
 
 
 def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
-          before_first_write: Callable[[], None] | None) -> Run:
+          before_first_write: Callable[[], None] | None, bundle: Any = None, model: torch.nn.Module | None = None) -> Run:
     """Build every component (a config error raises before anything is written), load the checkpoint when
-    resuming, then write the resolved config.yaml and open TensorBoard on the main process."""
+    resuming, then write the resolved config.yaml and open TensorBoard on the main process.
+
+    ``bundle`` / ``model``: data and network built by the caller (:func:`metacal.fit`) instead of from
+    ``cfg.data`` / ``cfg.model.name``; ``model.checkpoint`` and ``model.freeze`` still apply to the model."""
     set_seed(cfg.run.seed)
     runtime_info = launch_info.start(accelerator)  # processes, device, backend: said before anything is built
     configure_process(cfg.run, accelerator.device)
@@ -120,8 +125,8 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
                           f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
                           f"batches and must be divisible by the number of processes ({n})")
     resume_from = resume_point(paths, cfg) if resume else None
-    bundle = components.build_data(cfg)
-    model = components.build_model(cfg, bundle, load_checkpoint=resume_from is None)
+    bundle = components.build_data(cfg) if bundle is None else bundle
+    model = components.build_model(cfg, bundle, load_checkpoint=resume_from is None, model=model)
     loss_fn = components.build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
     raw_optimizer = components.build_optimizer(cfg, model)
     loaders = components.make_loaders(cfg, bundle)
