@@ -7,7 +7,6 @@ import json
 import re
 
 import pytest
-import torch
 import yaml
 from safetensors.torch import load_file
 
