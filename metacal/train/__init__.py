@@ -7,10 +7,12 @@ From Python::
     cfg = load_config("configs/quickstart.yaml", ["schedule.epochs=2"])
     result = train(cfg, prepare_run_dir("runs/try"))      # result.metrics == metrics.json
 
-Own datasets and network: ``metacal.fit(model, train, val=..., test=..., config=..., overrides=[...])`` (module ``fit``; not re-exported here, so that ``metacal.train.fit`` stays the module).
+Own datasets and network: ``metacal.fit(model, train, val=..., test=..., config=..., overrides=[...])``
+(module ``fit``; not re-exported here, so that ``metacal.train.fit`` stays the module).
 
 Modules: ``config`` (schema + loader), ``cli`` (exit codes 0 / 1 diverged / 2 bad input / 75 preempted / 130 Ctrl-C),
-``run_dir``, ``fit`` (own datasets and network from Python), ``components`` (builders), ``steps`` (the iteration: plain, or the meta learner from
+``run_dir``, ``fit`` (own datasets and network from Python), ``components`` (builders), ``steps`` (the
+iteration: plain, or the meta learner from
 ``meta.*``), ``setup`` (everything built before the first epoch), ``loop`` (the epoch loop), ``evaluation``, ``outputs`` (metrics.json & co.), ``tb_logging``, ``checkpoint`` (crash-safe
 checkpoint scheme), ``compat`` (may a config resume a checkpoint), ``preemption`` (SIGTERM and Ctrl-C),
 ``atomic_io``.

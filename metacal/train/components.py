@@ -33,9 +33,9 @@ def check_buildable(cfg: Config, how: str = "metacal.fit(model, train, ...)") ->
     """One ConfigError line when the data and model cannot be built from ``cfg`` (a :func:`metacal.fit` run);
     ``how`` is the call that can (the CLI names the run directory)."""
     if from_python(cfg):
-        raise ConfigError(f"this config's data ({cfg.data.name}) and model ({cfg.model.name}) were given to metacal.fit "
-                          f"from Python, so the command line cannot rebuild them; pass the same datasets and model "
-                          f"again from Python: {how}")
+        raise ConfigError(f"this config's data ({cfg.data.name}) and model ({cfg.model.name}) were given to "
+                          "metacal.fit from Python, so the command line cannot rebuild them; pass the same datasets "
+                          f"and model again from Python: {how}")
 
 
 def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -59,7 +59,8 @@ def build_data(cfg: Config):
                      seed=cfg.data.seed, **cfg.data.options)
 
 
-def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True, model: nn.Module | None = None) -> nn.Module:
+def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True,
+                model: nn.Module | None = None) -> nn.Module:
     """The model by name (or ``model`` as given, :func:`metacal.fit`), started from ``model.checkpoint``
     (unless ``load_checkpoint`` is False: a resume restores its own weights), with ``model.freeze`` applied
     (metacal/train/optim.py)."""

@@ -108,7 +108,8 @@ class Run:
 
 
 def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
-          before_first_write: Callable[[], None] | None, bundle: Any = None, model: torch.nn.Module | None = None) -> Run:
+          before_first_write: Callable[[], None] | None, bundle: Any = None,
+          model: torch.nn.Module | None = None) -> Run:
     """Build every component (a config error raises before anything is written), load the checkpoint when
     resuming, then write the resolved config.yaml and open TensorBoard on the main process.
 

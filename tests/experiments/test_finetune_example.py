@@ -51,7 +51,8 @@ def test_page_numbers_are_the_runs_and_the_fine_tuned_runs_start_from_the_checkp
                                                                                 "python:SmallResNet", "ce")
     assert json.loads((runs / "pretrain" / "metrics.json").read_text())["test"]["num_classes"] == 5
     tuned = yaml.safe_load((runs / "flgamma_sece_finetuned" / "config.yaml").read_text())
-    assert tuned["model"]["checkpoint"] == str(runs / "pretrain") and tuned["model"]["checkpoint_skip"] == ["classifier"]
+    assert tuned["model"]["checkpoint"] == str(runs / "pretrain")
+    assert tuned["model"]["checkpoint_skip"] == ["classifier"]
     assert tuned["meta"]["enabled"] and tuned["loss"]["name"] == "focal"
     # after 2 steps the fine-tuned backbone is still next to the pretrained one, the from-scratch one is not
     p, ft, sc = weights(runs / "pretrain"), weights(runs / "ce_finetuned"), weights(runs / "ce_scratch")
@@ -59,4 +60,4 @@ def test_page_numbers_are_the_runs_and_the_fine_tuned_runs_start_from_the_checkp
     near = sum(float((ft[k] - p[k]).norm()) for k in body)
     far = sum(float((sc[k] - p[k]).norm()) for k in body)
     assert near < 0.2 * far, (near, far)
-    assert p["classifier.weight"].shape == (5, ft["classifier.weight"].shape[1]) and ft["classifier.weight"].shape[0] == 10
+    assert p["classifier.weight"].shape[0] == 5 and ft["classifier.weight"].shape[0] == 10

@@ -226,7 +226,8 @@ def _linear(k: int) -> nn.Module:
 
 BAD = {
     "no reachable features": (lambda: (NoLinear(), blobs(40), []), ContractError, "no reachable features"),
-    "non-integer labels": (lambda: (_linear(4), FloatLabels(), []), DataFormatError, "non-integer label 0.5 at index 1"),
+    "non-integer labels": (lambda: (_linear(4), FloatLabels(), []), DataFormatError,
+                           "non-integer label 0.5 at index 1"),
     "K mismatch": (lambda: (_linear(3), blobs(40), []), ContractError, "logits have K=3 columns but the labels have 4"),
     "logits not a tensor": (lambda: (TupleOut(), blobs(40), []), ContractError, "returned a tuple"),
     "inputs the model cannot take": (lambda: (_linear(4), blobs(40, dim=5), []), ContractError, "cannot run on the"),
