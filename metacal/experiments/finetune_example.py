@@ -191,7 +191,9 @@ def page(results: dict[str, dict[str, Any]], sizes: Sizes, command: str, minutes
         "            overrides=[\"model.checkpoint=runs/pretrain\", \"model.checkpoint_skip=[classifier]\"])",
         "```",
         "",
-        "Run directories: " + ", ".join(f"`{r['run_dir']}`" for r in results.values()) + ".",
+        "Each run directory (`--runs`, default `runs/finetune_example/`) holds the CLI's files: config.yaml, "
+        "metrics.json, predictions, reliability.png, checkpoints (the pretraining run's best one is what the "
+        "fine-tuned runs start from).",
         "",
         "## Machine",
         "",
