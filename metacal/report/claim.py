@@ -2,8 +2,10 @@
 miscalibration — the generated part of a results page's discussion.
 
 Claim (Wang & Golebiowski 2024, §1/§5): FLγ-SECE reaches the lowest ECE among the training-time methods while its error
-stays within 0.5 points of CE's. Checked on means over seeds; every number is read from the rows, the
-checkpoint of every run having been chosen on validation data (``eval.select_by``).
+stays within 0.5 points of CE's. Checked on paired differences over seeds (:mod:`metacal.report.paired`): each
+part is met or not on the mean difference over the shared seeds, and resolved or not by its 95% t-interval; every
+number is read from the rows, the checkpoint of every run having been chosen on validation data
+(``eval.select_by``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Sequence
 
 from metacal.report.aggregate import MethodRow
 from metacal.report.labels import method_label
+from metacal.report.paired import PairedDiff, compare, interval_text, judge, verdict_phrase
 
 ERROR_MARGIN = 0.005  # "within 0.5 points of CE" (fractions)
 FIXED_FOCAL = ("focal", "focal3")  # focal loss at a fixed γ (1 and 3): the bar of the fixed-γ oracle
@@ -21,7 +24,7 @@ ORACLE_ERROR_MARGIN = 0.01  # issue #14: error at most 1 point above CE's
 META_GAMMA = ("flgamma_sece", "flgamma_sece_trajectory")
 
 
-def _find(rows: Sequence[MethodRow], method: str) -> MethodRow | None:
+def find_row(rows: Sequence[MethodRow], method: str) -> MethodRow | None:
     """The row of a config stem, accepting the stem's aliases through its display label."""
     label = method_label(method)
     return next((r for r in rows if r.method == method or r.label == label), None)
@@ -36,60 +39,81 @@ def _pct(stats: tuple[float, float, int]) -> str:
 
 def check_claim(rows: Sequence[MethodRow], method: str = "flgamma_sece", baseline: str = "ce",
                 margin: float = ERROR_MARGIN) -> dict[str, object] | None:
-    """Numbers behind the claim: ECE rank of ``method`` among all rows, its error gap to ``baseline``
-    (fractions), the lowest-ECE method, and ``supported`` (both parts hold). None when a row is missing."""
-    target, base = _find(rows, method), _find(rows, baseline)
+    """Numbers behind the claim. Descriptive, from means: ECE rank of ``method`` among all rows, the lowest-ECE
+    method, the rows with a lower mean ECE (``better``). Judged on paired differences over seeds:
+    ``ece_checks`` (ECE of ``method`` − ECE of each other row ≤ 0), ``error_check`` (error − ``baseline``'s
+    error ≤ ``margin``), their verdicts ``lowest``/``within`` and the combined ``verdict``; ``lowest_ece``,
+    ``error_within`` and ``supported`` are those verdicts' ``met``. None when a row is missing."""
+    target, base = find_row(rows, method), find_row(rows, baseline)
     ranked = sorted((r for r in rows if math.isfinite(r.stats["ece"][0])), key=lambda r: r.stats["ece"][0])
     if target is None or base is None or target not in ranked or not math.isfinite(base.stats["error"][0]):
         return None
-    gap = target.stats["error"][0] - base.stats["error"][0]
     rank = ranked.index(target) + 1
-    lowest = rank == 1
-    within = gap <= margin + 1e-12  # 0.055 − 0.050 is 0.005000…04 in floating point
+    ece_checks = {r.label: compare(target, r, "ece") for r in ranked if r is not target}
+    error_check = compare(target, base, "error", null=margin)
+    lowest, within = judge(ece_checks), judge({f"error vs {base.label}": error_check})
+    verdict = judge({**ece_checks, f"error vs {base.label}": error_check})
     return {"target": target, "baseline": base, "best": ranked[0], "rank": rank, "n_methods": len(ranked),
-            "error_gap": gap, "lowest_ece": lowest, "error_within": within, "supported": lowest and within,
-            "better": ranked[: rank - 1]}
+            "better": ranked[: rank - 1], "ece_checks": ece_checks, "error_check": error_check,
+            "lowest": lowest, "within": within, "verdict": verdict, "lowest_ece": lowest.met,
+            "error_within": within.met, "supported": verdict.met}
+
+
+def _paired_text(d: PairedDiff, what: str = "Δ") -> str:
+    """``"paired Δ +0.19 [-0.10, +0.48] points over 5 shared seeds"``."""
+    seeds = f"{d.n} shared seed" + ("s" if d.n != 1 else "")
+    return f"paired {what} {interval_text(d)} points over {seeds}"
 
 
 def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error", schedule: str | None = None) -> list[str]:
-    """The "claim under test" section: the verdict with its numbers, then the direction table."""
+    """The "claim under test" section: each part with its paired result, the verdict, the fixed-γ bar, then the
+    direction table."""
     lines = ["## The claim under test", "",
              f"Wang & Golebiowski 2024: {method_label('flgamma_sece')} reaches the lowest ECE among training-time "
              f"methods with error within {100 * ERROR_MARGIN:.1f} points of {method_label('ce')}. Each run's checkpoint is its best "
-             f"validation-{select_by} epoch; no choice used test labels. Means over seeds:", ""]
+             f"validation-{select_by} epoch; no choice used test labels. Means ± std over seeds, and each part judged "
+             "on the paired differences over seeds (Δ = FLγ-SECE − the other method, same seed; met or not on the "
+             "mean Δ, resolved when the 95% t-interval lies on that side of the bar; see Paired comparisons):", ""]
     result = check_claim(rows)
     if result is None:
         return lines + ["Not checkable: the table lacks the FLγ-SECE or the CE row (or their numbers).", ""]
     t, b, best = result["target"], result["baseline"], result["best"]
-    gap = 100 * float(result["error_gap"])
+    lowest = result["lowest"]
     lines += [
-        f"- Error: {t.label} {_pct(t.stats['error'])} vs {b.label} {_pct(b.stats['error'])}: "
-        f"{gap:+.2f} points — {'within' if result['error_within'] else 'NOT within'} {100 * ERROR_MARGIN:.1f}.",
+        f"- Error: {t.label} {_pct(t.stats['error'])} vs {b.label} {_pct(b.stats['error'])}; "
+        f"{_paired_text(result['error_check'])}, bar +{100 * ERROR_MARGIN:.1f}: "
+        f"{verdict_phrase(result['within'], 'within', 'NOT within')}.",
         f"- ECE: {t.label} {_pct(t.stats['ece'])}, rank {result['rank']} of {result['n_methods']} methods; "
         f"lowest: {best.label} {_pct(best.stats['ece'])}.",
     ]
     if result["better"]:
         lines.append("- Lower mean ECE than FLγ-SECE: "
                      + ", ".join(f"{r.label} ({100 * r.stats['ece'][0]:.2f}%)" for r in result["better"]) + ".")
+    if result["ece_checks"]:
+        deciding = result["ece_checks"].get(lowest.binding)
+        lines.append(f"- Lowest ECE, paired against each of the {len(result['ece_checks'])} other methods: "
+                     f"{verdict_phrase(lowest)}"
+                     + (f"; deciding comparison: vs {lowest.binding}, {_paired_text(deciding)}" if deciding else "")
+                     + ".")
     lines += ["", f"**Verdict on this data ({basis(rows, schedule)}): "
-                  f"{'supported' if result['supported'] else 'not supported'}.**", ""]
+                  f"{verdict_phrase(result['verdict'], 'supported', 'not supported')}.**", ""]
     lines += oracle_markdown(rows)
     lines += direction_markdown(rows)
     return lines
 
 
 def basis(rows: Sequence[MethodRow], schedule: str | None = None) -> str:
-    """What a verdict rests on: seeds per method (and the schedule), with a warning when that is too little."""
+    """What a verdict rests on: seeds per method (and the schedule), how it is judged, with a warning when that is
+    too little."""
     counts = sorted({r.num_runs for r in rows if r.num_runs})
     seeds = None
     if counts:
         seeds = (f"{counts[0]}–{counts[-1]} seeds" if len(counts) > 1
                  else f"{counts[0]} seed" + ("s" if counts[0] > 1 else "")) + " per method"
     text = ", ".join(filter(None, [seeds, schedule])) or "seeds and schedule unknown"
+    text += "; paired by seed, 95% t-intervals"
     if counts and counts[0] < 2:
         text += "; a single seed: no spread, not a result"
-    elif counts and counts[0] < 3:
-        text += "; fewer than 3 seeds: differences not resolved"
     if schedule and "shortened" in schedule:
         text += "; shortened schedule: a smoke test of the pipeline more than a result"
     return text
@@ -97,7 +121,7 @@ def basis(rows: Sequence[MethodRow], schedule: str | None = None) -> str:
 
 def regime_sentence(rows: Sequence[MethodRow], baseline: str = "ce") -> str:
     """Which failure the baseline shows on this data: over-confident when TS-NLL fits T > 1."""
-    base = _find(rows, baseline)
+    base = find_row(rows, baseline)
     t = base.stats.get("t_nll", (math.nan, 0, 0))[0] if base is not None else math.nan
     if not math.isfinite(t):
         return "Regime: unknown (no temperature fitted for the CE runs)."
@@ -106,42 +130,53 @@ def regime_sentence(rows: Sequence[MethodRow], baseline: str = "ce") -> str:
             f"T = {t:.3f}; ECE {_pct(base.stats['ece'])}).")
 
 
-def check_oracle(rows: Sequence[MethodRow], method: str = "flgamma_sece", baseline: str = "ce") -> dict | None:
-    """Issue #14's bar: ``method``'s test ECE ≤ the fixed-γ focal row chosen by lowest mean VALIDATION ECE,
-    ≤ 0.5 × the baseline's, with test error ≤ the baseline's + 1 point. None when a row is missing."""
-    target, base = _find(rows, method), _find(rows, baseline)
+def best_fixed_gamma(rows: Sequence[MethodRow]) -> MethodRow | None:
+    """The fixed-γ focal row (FIXED_FOCAL) with the lowest mean VALIDATION ECE — never chosen on test numbers."""
     fixed = [r for r in rows if r.method in FIXED_FOCAL and math.isfinite(r.stats.get("ece_val", (math.nan,))[0])]
-    if target is None or base is None or not fixed:
+    return min(fixed, key=lambda r: r.stats["ece_val"][0]) if fixed else None
+
+
+def check_oracle(rows: Sequence[MethodRow], method: str = "flgamma_sece", baseline: str = "ce") -> dict | None:
+    """Issue #14's bar, on paired differences over seeds: ``method``'s test ECE ≤ that of the fixed-γ focal row
+    chosen by lowest mean VALIDATION ECE, ECE ≤ 0.5 × the baseline's (Δ = ECE − 0.5 · ECE_baseline per seed),
+    test error ≤ the baseline's + 1 point. ``checks`` holds the three PairedDiffs, ``verdict`` their judgement;
+    ``ece_vs_fixed``/``ece_vs_half_ce``/``error_vs_ce`` and ``met`` are met-on-the-mean. None when a row is missing."""
+    target, base, best = find_row(rows, method), find_row(rows, baseline), best_fixed_gamma(rows)
+    if target is None or base is None or best is None:
         return None
-    best = min(fixed, key=lambda r: r.stats["ece_val"][0])
-    ece, err = target.stats["ece"][0], target.stats["error"][0]
-    checks = {"ece_vs_fixed": ece <= best.stats["ece"][0], "ece_vs_half_ce": ece <= 0.5 * base.stats["ece"][0],
-              "error_vs_ce": err <= base.stats["error"][0] + ORACLE_ERROR_MARGIN + 1e-12}
-    return {"target": target, "baseline": base, "fixed": best, **checks, "met": all(checks.values())}
+    checks = {"ece_vs_fixed": compare(target, best, "ece"),
+              "ece_vs_half_ce": compare(target, base, "ece", ref_scale=0.5),
+              "error_vs_ce": compare(target, base, "error", null=ORACLE_ERROR_MARGIN)}
+    verdict = judge(checks)
+    return {"target": target, "baseline": base, "fixed": best, "checks": checks, "verdict": verdict,
+            **{k: c.met for k, c in checks.items()}, "met": verdict.met}
 
 
 def oracle_markdown(rows: Sequence[MethodRow]) -> list[str]:
     """The regime, then FLγ-SECE (and each meta-learned γ variant present) against the best fixed γ chosen on
-    validation (issue #14's acceptance bar)."""
+    validation (issue #14's acceptance bar), each part judged on paired differences over seeds."""
     lines = [regime_sentence(rows), ""]
     results = [r for r in (check_oracle(rows, m) for m in META_GAMMA) if r is not None]
     if not results:
         return lines
     f = results[0]["fixed"]
-    yes = lambda ok: "yes" if ok else "NO"  # noqa: E731
     lines += ["### Against the best fixed γ", "",
               f"Fixed-γ focal rows here: {', '.join(r.label for r in rows if r.method in FIXED_FOCAL)}; chosen on "
-              f"mean validation ECE: {f.label} (val ECE {100 * f.stats['ece_val'][0]:.2f}%).", ""]
+              f"mean validation ECE: {f.label} (val ECE {100 * f.stats['ece_val'][0]:.2f}%). Each part: met or not "
+              "on the mean paired Δ over seeds, resolved when its 95% t-interval lies on that side of the bar.", ""]
     for result in results:
-        t, b = result["target"], result["baseline"]
+        t, b, c = result["target"], result["baseline"], result["checks"]
+        part = lambda key: verdict_phrase(judge({key: c[key]}))  # noqa: E731
         lines += [f"{t.label}:", "",
                   f"- test ECE {_pct(t.stats['ece'])} ≤ {f.label}'s {_pct(f.stats['ece'])}: "
-                  f"{yes(result['ece_vs_fixed'])}",
-                  f"- test ECE ≤ 0.5 × {b.label}'s ({100 * 0.5 * b.stats['ece'][0]:.2f}%): {yes(result['ece_vs_half_ce'])}",
+                  f"{_paired_text(c['ece_vs_fixed'])}: {part('ece_vs_fixed')}",
+                  f"- test ECE ≤ 0.5 × {b.label}'s ({100 * 0.5 * b.stats['ece'][0]:.2f}%): "
+                  f"{_paired_text(c['ece_vs_half_ce'], f'Δ(ECE − 0.5 × {b.label} ECE)')}: {part('ece_vs_half_ce')}",
                   f"- test error {_pct(t.stats['error'])} ≤ {b.label}'s + {100 * ORACLE_ERROR_MARGIN:.0f} point "
-                  f"({100 * (b.stats['error'][0] + ORACLE_ERROR_MARGIN):.2f}%): {yes(result['error_vs_ce'])}",
-                  "", f"**Bar {'met' if result['met'] else 'not met'} by {t.label}** (means over seeds; per seed "
-                  "below).", ""]
+                  f"({100 * (b.stats['error'][0] + ORACLE_ERROR_MARGIN):.2f}%): {_paired_text(c['error_vs_ce'])}, "
+                  f"bar +{100 * ORACLE_ERROR_MARGIN:.1f}: {part('error_vs_ce')}",
+                  "", f"**Bar for {t.label}: {verdict_phrase(result['verdict'])}** (paired by seed, 95% t-intervals; "
+                  "per seed below).", ""]
     return lines + per_seed_markdown(f, [r["target"] for r in results])
 
 

@@ -6,14 +6,20 @@ import math
 import numpy as np
 import pytest
 
-from metacal.report.aggregate import MethodRow, aggregate
+from metacal.report.aggregate import MethodRow, aggregate, mean_std
 from metacal.report.claim import check_claim, claim_markdown, direction_markdown
 from metacal.report.runs import find_runs
 
 
-def row(method: str, label: str, error: float, ece: float, over: float = math.nan, t: float = math.nan) -> MethodRow:
-    r = MethodRow(method=method, label=label, seeds=[0, 1], missing_seeds=[])
-    r.stats = {"error": (error, 0.001, 2), "ece": (ece, 0.002, 2), "overconfidence": (over, 0.0, 2),
+def row(method: str, label: str, error: float, ece: float, over: float = math.nan, t: float = math.nan,
+        errors: list[float] | None = None, eces: list[float] | None = None) -> MethodRow:
+    """A row with per-seed numbers (default: seeds 0, 1 at mean ∓ 0.001/√2 error, ∓ 0.002/√2 ECE — the same offsets
+    for every row, so paired differences have no spread) and its stats computed from them."""
+    errors = errors or [error - 0.001 / math.sqrt(2), error + 0.001 / math.sqrt(2)]
+    eces = eces or [ece - 0.002 / math.sqrt(2), ece + 0.002 / math.sqrt(2)]
+    r = MethodRow(method=method, label=label, seeds=list(range(len(eces))), missing_seeds=[])
+    r.per_run = {s: {"error": e, "ece": c} for s, (e, c) in enumerate(zip(errors, eces))}
+    r.stats = {"error": mean_std(errors), "ece": mean_std(eces), "overconfidence": (over, 0.0, 2),
                "t_nll": (t, 0.0, 2)}
     return r
 
@@ -26,10 +32,13 @@ def table(fl_error: float, fl_ece: float, focal_ece: float = 0.02) -> list[Metho
 def test_supported_when_lowest_ece_and_error_within_half_a_point():
     result = check_claim(table(fl_error=0.054, fl_ece=0.010))
     assert result["supported"] and result["rank"] == 1 and result["n_methods"] == 3
-    assert result["error_gap"] == pytest.approx(0.004) and result["better"] == []
+    assert result["error_check"].mean == pytest.approx(0.004) and result["better"] == []
+    assert result["verdict"].resolved  # the same offsets on both seeds: no spread, resolved
     text = "\n".join(claim_markdown(table(0.054, 0.010)))
-    assert "+0.40 points — within 0.5" in text and "rank 1 of 3" in text
-    assert "**Verdict on this data (seeds and schedule unknown): supported.**" in text
+    assert "paired Δ +0.40 [+0.40, +0.40] points over 2 shared seeds, bar +0.5: within and resolved." in text
+    assert "rank 1 of 3" in text
+    assert "**Verdict on this data (2 seeds per method; paired by seed, 95% t-intervals): supported and resolved.**" \
+        in text
 
 
 @pytest.mark.parametrize("fl_error, fl_ece, focal_ece, lowest, within, better", [
@@ -44,8 +53,13 @@ def test_each_half_of_the_claim(fl_error, fl_ece, focal_ece, lowest, within, bet
     assert result["supported"] is (lowest and within)
     assert [r.label for r in result["better"]] == better
     text = "\n".join(claim_markdown(table(fl_error, fl_ece, focal_ece)))
-    assert "**Verdict on this data (" in text and (": supported.**" in text) is (lowest and within)
+    assert "**Verdict on this data (" in text and (": supported" in text) is (lowest and within)
     assert ("NOT within" in text) is (not within)
+    # every difference here has zero spread: resolved unless it sits exactly on its bar (the 0.5-point tie)
+    tie = fl_error == 0.055
+    assert result["within"].resolved is (not tie)
+    if tie:
+        assert "bar +0.5: within on the mean but unresolved (Δ equals the bar: no number of seeds resolves it)" in text
 
 
 def test_missing_rows_are_not_checkable():
@@ -91,15 +105,18 @@ def oracle_table(fl_error: float, fl_ece: float) -> list[MethodRow]:
             with_val(row("flgamma_sece", "FLγ-SECE", fl_error, fl_ece), 0.05)]
 
 
-@pytest.mark.parametrize("fl_error, fl_ece, checks", [
-    (0.305, 0.050, (True, True, True)),    # ties the chosen fixed γ's 5.0%: met
-    (0.305, 0.048, (True, True, True)),
-    (0.311, 0.048, (True, True, False)),   # 1.1 points above CE
-    (0.310, 0.050, (True, True, True)),    # exactly 1 point: within
-    (0.305, 0.060, (False, True, True)),   # 6% > focal γ = 3's 5% (Focal γ = 1's 4.5% is not the bar: chosen on val)
-    (0.305, 0.0701, (False, False, True)),  # above half of CE's 14%
+TIED = "met on the mean but unresolved (Δ equals the bar: no number of seeds resolves it)"
+
+
+@pytest.mark.parametrize("fl_error, fl_ece, checks, verdict", [
+    (0.305, 0.050, (True, True, True), TIED),  # ties the chosen fixed γ's 5.0%: met, but nothing to resolve
+    (0.305, 0.048, (True, True, True), "met and resolved"),
+    (0.311, 0.048, (True, True, False), "not met (resolved)"),   # 1.1 points above CE
+    (0.310, 0.050, (True, True, True), TIED),    # exactly 1 point: within
+    (0.305, 0.060, (False, True, True), "not met (resolved)"),   # 6% > focal γ = 3's 5% (Focal γ = 1's 4.5% is not
+    (0.305, 0.0701, (False, False, True), "not met (resolved)"),  # the bar: chosen on val); above half of CE's 14%
 ])  # fmt: skip
-def test_oracle_bar_uses_the_fixed_gamma_chosen_on_validation(fl_error, fl_ece, checks):
+def test_oracle_bar_uses_the_fixed_gamma_chosen_on_validation(fl_error, fl_ece, checks, verdict):
     from metacal.report.claim import check_oracle
 
     result = check_oracle(oracle_table(fl_error, fl_ece))
@@ -108,7 +125,7 @@ def test_oracle_bar_uses_the_fixed_gamma_chosen_on_validation(fl_error, fl_ece, 
     assert result["met"] == all(checks)
     text = "\n".join(claim_markdown(oracle_table(fl_error, fl_ece)))
     assert "Regime: CE is OVER-confident on this data (temperature fitted by TS-NLL on validation T = 1.800" in text
-    assert f"**Bar {'met' if all(checks) else 'not met'} by FLγ-SECE**" in text
+    assert f"**Bar for FLγ-SECE: {verdict}** (paired by seed, 95% t-intervals; per seed below)." in text
 
 
 def test_oracle_bar_is_checked_for_the_trajectory_variant_too():
@@ -118,7 +135,8 @@ def test_oracle_bar_is_checked_for_the_trajectory_variant_too():
                                                       0.305, 0.040), 0.03)]
     assert check_oracle(rows, "flgamma_sece_trajectory")["met"] and not check_oracle(rows)["met"]
     text = "\n".join(claim_markdown(rows))
-    assert "**Bar not met by FLγ-SECE**" in text and "**Bar met by FLγ-SECE, trajectory level**" in text
+    assert "**Bar for FLγ-SECE: not met (resolved)**" in text
+    assert "**Bar for FLγ-SECE, trajectory level: met and resolved**" in text
     assert text.count("chosen on mean validation ECE: Focal γ = 3") == 1  # one bar, stated once
 
 
@@ -155,8 +173,62 @@ def test_the_verdict_says_what_it_rests_on():
             out.append(r)
         return out
 
-    assert basis(rows(5, 5), "30-epoch schedule") == "5 seeds per method, 30-epoch schedule"
-    assert basis(rows(3, 2)) == "2–3 seeds per method; fewer than 3 seeds: differences not resolved"
+    assert basis(rows(5, 5), "30-epoch schedule") == "5 seeds per method, 30-epoch schedule; paired by seed, 95% " \
+        "t-intervals"
+    assert basis(rows(3, 2)) == "2–3 seeds per method; paired by seed, 95% t-intervals"
     assert basis(rows(1, 1), "6-epoch schedule of at most 100 steps per epoch (shortened)") == (
-        "1 seed per method, 6-epoch schedule of at most 100 steps per epoch (shortened); a single seed: no spread, "
-        "not a result; shortened schedule: a smoke test of the pipeline more than a result")
+        "1 seed per method, 6-epoch schedule of at most 100 steps per epoch (shortened); paired by seed, 95% "
+        "t-intervals; a single seed: no spread, not a result; shortened schedule: a smoke test of the pipeline more "
+        "than a result")
+
+
+Z = [-1.5 / math.sqrt(5 / 3), -0.5 / math.sqrt(5 / 3), 0.5 / math.sqrt(5 / 3), 1.5 / math.sqrt(5 / 3)]  # mean 0, sd 1
+
+
+def noisy(base: float, mean: float, sd: float) -> list[float]:
+    """Four seeds base + mean + sd·z: paired against a constant ``base`` the differences have this mean and sd."""
+    return [base + mean + sd * z for z in Z]
+
+
+def claim_table(d_mean: float, d_sd: float) -> list[MethodRow]:
+    """Four seeds. CE: ECE 3%, error 5%; Focal: ECE 2%, error 6%; FLγ-SECE: ECE 2% + d (d with mean d_mean, sd
+    d_sd), error 5.2% on every seed (+0.2 points, resolved within 0.5)."""
+    return [row("ce", "CE", 0.05, 0.03, errors=[0.05] * 4, eces=[0.03] * 4),
+            row("focal", "Focal", 0.06, 0.02, errors=[0.06] * 4, eces=[0.02] * 4),
+            row("flgamma_sece", "FLγ-SECE", 0.052, 0.02 + d_mean, errors=[0.052] * 4, eces=noisy(0.02, d_mean, d_sd))]
+
+
+@pytest.mark.parametrize("d_mean, d_sd, verdict, ece_part", [
+    (-0.010, 0.001, "supported and resolved", "met and resolved"),
+    # ECE − Focal's: |d̄|/s = 0.5 → 18 seeds (t_16/√17 = 0.514, t_17/√18 = 0.497); − CE's: 1.5 → 5; error: resolved
+    (-0.005, 0.010, "supported on the mean but unresolved (needs ≈ 18 seeds)",
+     "met on the mean but unresolved (needs ≈ 18 seeds); deciding comparison: vs Focal"),
+    (+0.005, 0.010, "not supported on the mean, unresolved (needs ≈ 18 seeds)",
+     "not met on the mean, unresolved (needs ≈ 18 seeds); deciding comparison: vs Focal"),
+    (+0.010, 0.001, "not supported (resolved)", "not met (resolved); deciding comparison: vs Focal"),
+])  # fmt: skip
+def test_claim_verdict_is_judged_on_paired_differences(d_mean, d_sd, verdict, ece_part):
+    text = "\n".join(claim_markdown(claim_table(d_mean, d_sd), schedule="30-epoch schedule"))
+    assert ("- Error: FLγ-SECE 5.20 ± 0.00% vs CE 5.00 ± 0.00%; paired Δ +0.20 [+0.20, +0.20] points over 4 shared "
+            "seeds, bar +0.5: within and resolved.") in text
+    assert f"- Lowest ECE, paired against each of the 2 other methods: {ece_part}" in text
+    assert (f"**Verdict on this data (4 seeds per method, 30-epoch schedule; paired by seed, 95% t-intervals): "
+            f"{verdict}.**") in text
+
+
+def test_oracle_bar_met_on_the_mean_but_unresolved():
+    from metacal.report.claim import check_oracle
+
+    rows = [with_val(row("ce", "CE", 0.30, 0.14, +0.12, 1.8, errors=[0.30] * 4, eces=[0.14] * 4), 0.13),
+            with_val(row("focal3", "Focal γ = 3", 0.34, 0.05, errors=[0.34] * 4, eces=[0.05] * 4), 0.04),
+            with_val(row("flgamma_sece", "FLγ-SECE", 0.305, 0.045, errors=[0.305] * 4,
+                         eces=noisy(0.05, -0.005, 0.01)), 0.05)]
+    result = check_oracle(rows)
+    assert result["met"] and not result["verdict"].resolved and result["verdict"].binding == "ece_vs_fixed"
+    assert result["checks"]["ece_vs_fixed"].seeds_needed == 18 and result["checks"]["ece_vs_half_ce"].resolved
+    text = "\n".join(claim_markdown(rows))
+    assert "**Bar for FLγ-SECE: met on the mean but unresolved (needs ≈ 18 seeds)**" in text
+    assert ("- test ECE 4.50 ± 1.00% ≤ Focal γ = 3's 5.00 ± 0.00%: paired Δ -0.50 [-2.09, +1.09] points over 4 "
+            "shared seeds: met on the mean but unresolved (needs ≈ 18 seeds)") in text
+    # ECE − 0.5 × CE's = 4.5% − 7% per seed on the mean: resolved below 0
+    assert "paired Δ(ECE − 0.5 × CE ECE) -2.50 [-4.09, -0.91] points over 4 shared seeds: met and resolved" in text
