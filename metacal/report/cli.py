@@ -1,5 +1,5 @@
 """Results page from a sweep's run directories: a Markdown table laid out like Wang & Golebiowski 2024,
-Table 1, plus CSV and PNG figures.
+Table 1, paired comparisons over seeds against CE and the best fixed γ, plus CSVs and PNG figures.
 
     python scripts/report.py RUN_ROOT [--out docs/results/NAME.md] [--title TITLE] [--bins 15] [--seeds 0 1 2]
     metacal-report RUN_ROOT ...          # the same, as the installed console script
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"report: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    print(f"wrote {result.markdown}, {result.csv} and {len(result.figures)} figures")
+    print(f"wrote {result.markdown}, {result.csv}, {result.paired_csv} and {len(result.figures)} figures")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The results page: read runs → aggregate → Markdown + CSV + PNG figures next to each other.
+"""The results page: read runs → aggregate → Markdown + CSVs (the table; the paired comparisons) + PNG figures
+next to each other.
 
 Every number on the page comes from the run directories or from the machine; nothing is typed in.
 """
@@ -16,6 +17,7 @@ import numpy as np
 from metacal.report import figures
 from metacal.report.aggregate import MethodRow, aggregate
 from metacal.report.claim import claim_markdown
+from metacal.report.comparisons import paired_csv, paired_markdown
 from metacal.report.machine import machine_markdown
 from metacal.report.runs import SWEEP_COMMAND_FILE, Run, check_one_dataset, config_get, find_runs
 from metacal.report.tables import csv_table, markdown_table
@@ -29,6 +31,7 @@ class ReportResult:
 
     markdown: Path
     csv: Path
+    paired_csv: Path | None = None
     figures: dict[str, Path] = field(default_factory=dict)
     rows: list[MethodRow] = field(default_factory=list)
 
@@ -181,6 +184,8 @@ def build_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     csv_path = out.with_suffix(".csv")
     csv_path.write_text(csv_table(rows), encoding="utf-8")
+    paired_path = out.with_name(f"{out.stem}_paired.csv")
+    paired_path.write_text(paired_csv(rows), encoding="utf-8")
     made, fig_notes = _figures(out.stem, out.parent, rows, runs, num_bins)
 
     title = title or f"Results: {root.name}"
@@ -222,6 +227,7 @@ def build_report(
                      + ", ".join(from_saved))
     if notes:
         lines += ["Missing or incomplete runs:", ""] + [f"- {n}" for n in notes] + [""]
+    lines += paired_markdown(rows, paired_path.name)
     select_by = ", ".join(sorted({str(v) for r in runs if (v := config_get(r.config, "eval.select_by"))})) or "error"
     lines += claim_markdown(rows, select_by, schedule_phrase(runs))
     if discussion is not None:
@@ -233,5 +239,5 @@ def build_report(
     if fig_notes:
         lines += ["Not drawn:", ""] + [f"- {n}" for n in fig_notes] + [""]
     out.write_text("\n".join(lines), encoding="utf-8")
-    return ReportResult(markdown=out, csv=csv_path, figures=made, rows=rows)
+    return ReportResult(markdown=out, csv=csv_path, paired_csv=paired_path, figures=made, rows=rows)
 

@@ -35,10 +35,12 @@ def write_run(
     done: bool = True,
     probs_only: bool = False,
     test_metrics: dict | None = None,
+    val_metrics: dict | None = None,
 ) -> Path:
     """Write config.yaml, predictions/{val,test}.npz, metrics.json, history.jsonl, DONE.
 
-    metrics.json["test"] is ``test_metrics`` when given (known values), else metacal.metrics.summary.
+    metrics.json["test"] is ``test_metrics`` when given (known values), else metacal.metrics.summary;
+    metrics.json["val"] is ``val_metrics`` (default {}).
     """
     from metacal.metrics import summary
 
@@ -60,7 +62,7 @@ def write_run(
         z, y = splits["test"]
         if test_metrics is None:  # what the trainer writes: metacal.metrics.summary of the test predictions
             test_metrics = summary(torch.softmax(torch.from_numpy(z).double(), dim=1), torch.from_numpy(y))
-        summ = {"val": {}, "test": dict(test_metrics)}
+        summ = {"val": dict(val_metrics or {}), "test": dict(test_metrics)}
         (run_dir / "metrics.json").write_text(json.dumps({"epoch": epochs - 1, **summ}))
     times = epoch_times if epoch_times is not None else [1.0 + seed] * epochs
     with open(run_dir / "history.jsonl", "w") as fh:

@@ -75,7 +75,8 @@ def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
     text = out.read_text()
     # the sweep that made the runs, the claim check and the people's discussion, in this order
     assert "The runs were produced by:\n\n```\npython scripts/sweep.py --configs a.yaml --seeds 0 1 --out x\n```" in text
-    assert text.index("## Test metrics") < text.index("## The claim under test") < text.index("## Discussion")
+    assert text.index("## Test metrics") < text.index("## Paired comparisons over seeds") < \
+        text.index("## The claim under test") < text.index("## Discussion")
     assert "## Discussion\n\nWritten by people: why CE is over-confident here.\n" in text
     assert "| CE | " in text.split("### Direction of the miscalibration")[1]
     assert text.startswith("# Synthetic sweep\n")
@@ -85,7 +86,7 @@ def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
     assert "From the runs' config.yaml: data: synthetic." in text
     assert f"cpu: {cpu_model()}" in text and f"cores: {os.cpu_count()}" in text
     # first table: Table-1 columns, paper labels, unknown stems as is, seeds with missing ones named
-    table = [ln for ln in text.split("## The claim under test")[0].splitlines() if ln.startswith("|")]
+    table = [ln for ln in text.split("## Paired comparisons over seeds")[0].splitlines() if ln.startswith("|")]
     assert "ECE (%)" in table[0] and "Error (%)" in table[0] and "ECE after HB (%)" in table[0]
     labels = [ln.split("|")[1].strip() for ln in table[2:]]
     assert labels == ["CE", "FLγ-SECE", "my_loss"]
@@ -102,7 +103,9 @@ def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
         png = out.parent / f"fmnist_{name}.png"
         assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
         assert f"](fmnist_{name}.png)" in text
-    assert "wrote" in capsys.readouterr().out
+    assert (out.parent / "fmnist_paired.csv").is_file() and "### Against CE (the baseline)" in text
+    assert f"wrote {out}, {out.with_suffix('.csv')}, {out.parent / 'fmnist_paired.csv'} and 5 figures" in \
+        capsys.readouterr().out
 
 
 def test_report_without_gamma_runs_says_so(tmp_path, run_writer):

@@ -1,0 +1,92 @@
+"""The "Paired comparisons" section of a results page and its CSV: every method against CE and against the fixed-γ
+focal chosen on validation, seed by seed, with the statistics of :mod:`metacal.report.paired`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Sequence
+
+from metacal.report.aggregate import MethodRow
+from metacal.report.claim import FIXED_FOCAL, best_fixed_gamma, find_row
+from metacal.report.paired import LEVEL, PairedDiff, interval_text, needed_text, p_text, resolved_text, table_rows
+
+# metric key → how the table names it (the page's two headline numbers)
+PAIRED_METRICS: dict[str, str] = {"ece": "ECE", "error": "error"}
+
+
+def references(rows: Sequence[MethodRow]) -> list[tuple[MethodRow, str]]:
+    """(reference row, why it is one): CE, and the fixed-γ focal with the lowest mean validation ECE."""
+    refs = []
+    ce = find_row(rows, "ce")
+    if ce is not None:
+        refs.append((ce, "the baseline"))
+    fixed = best_fixed_gamma(rows)
+    if fixed is not None:
+        others = [r.label for r in rows if r.method in FIXED_FOCAL]
+        refs.append((fixed, f"the fixed γ chosen on mean validation ECE among {', '.join(others)}"))
+    return refs
+
+
+def comparisons(rows: Sequence[MethodRow], metrics: Sequence[str] = tuple(PAIRED_METRICS),
+                level: float = LEVEL) -> list[tuple[MethodRow, str, list[tuple[MethodRow, dict[str, PairedDiff]]]]]:
+    """Per reference: (reference, why, [(method row, {metric: PairedDiff}), …])."""
+    return [(ref, why, table_rows(rows, ref, metrics, level)) for ref, why in references(rows)]
+
+
+def paired_markdown(rows: Sequence[MethodRow], csv_name: str | None = None,
+                    metrics: Sequence[str] = tuple(PAIRED_METRICS), level: float = LEVEL) -> list[str]:
+    """The section: one table per reference, columns per metric Δ [interval] | p | resolved | seeds needed."""
+    pct = f"{100 * level:g}%"
+    lines = ["## Paired comparisons over seeds", "",
+             f"Each method against a reference, seed by seed: Δ = method − reference on the same seed (same split, "
+             f"same initial weights, same batch order, same test set), in points; mean over the seeds both have, "
+             f"its {pct} t-interval and the two-sided paired t-test p (scipy.stats.ttest_rel). Resolved: the "
+             f"interval excludes 0 (equivalently p < {1 - level:.2g}). Seeds needed: the fewest seeds n with "
+             f"t·s/√n < |Δ| (t the {pct} two-sided t quantile on n − 1 degrees of freedom, s the spread of the "
+             "per-seed differences) — how many seeds a difference of this size and spread would need to be "
+             "resolved (about even odds at that n); — when Δ = 0 or fewer than 2 seeds are shared. Negative Δ: "
+             "lower than the reference, better for ECE and error. The intervals are over seeds on one test set. "
+             "Formulas: metacal/report/paired.py.", ""]
+    tables = comparisons(rows, metrics, level)
+    if not tables:
+        return lines + ["No reference: the runs have neither a CE nor a fixed-γ focal row.", ""]
+    headers = ["Method", "Seeds"]
+    for m in metrics:
+        name = PAIRED_METRICS.get(m, m)
+        headers += [f"Δ {name} (points) [{pct} CI]", "p", "resolved", "seeds needed"]
+    for ref, why, results in tables:
+        lines += [f"### Against {ref.label} ({why})", "", "| " + " | ".join(headers) + " |",
+                  "|" + "|".join(["---", "---:"] + ["---:", "---:", "---", "---:"] * len(metrics)) + "|"]
+        for row, diffs in results:
+            n = max(d.n for d in diffs.values())
+            cells = [row.label, str(n)]
+            for m in metrics:
+                d = diffs[m]
+                cells += [interval_text(d), p_text(d.p_value), resolved_text(d), needed_text(d)]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("")
+    if csv_name:
+        lines += [f"Same comparisons as fractions: [{csv_name}]({csv_name}).", ""]
+    return lines
+
+
+def paired_csv(rows: Sequence[MethodRow], metrics: Sequence[str] = tuple(PAIRED_METRICS),
+               level: float = LEVEL) -> str:
+    """One line per (reference, method, metric): n, seeds, mean, sd, low, high, p, resolved, seeds_needed —
+    fractions; empty = undefined."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["reference", "method", "metric", "level", "n", "seeds", "mean", "sd", "low", "high", "p",
+                     "resolved", "seeds_needed"])
+    num = lambda x: repr(float(x)) if math.isfinite(x) else ""  # noqa: E731
+    for ref, _, results in comparisons(rows, metrics, level):
+        for row, diffs in results:
+            for m in metrics:
+                d = diffs[m]
+                low, high = d.interval
+                writer.writerow([ref.method, row.method, m, level, d.n, " ".join(map(str, d.keys)), num(d.mean),
+                                 num(d.sd), num(low), num(high), num(d.p_value), int(d.resolved),
+                                 "" if d.seeds_needed is None else d.seeds_needed])
+    return buf.getvalue()
