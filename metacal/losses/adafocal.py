@@ -6,8 +6,10 @@ Update (``update_from_validation``, once per epoch), for each of the M equal-mas
   γ_b ← γ_b·exp(+λ(conf_b − acc_b)) if γ_b ≥ 0 (focal), γ_b·exp(−λ(conf_b − acc_b)) if γ_b < 0 (inverse)
   if |γ_b| < S_th: switch branch: γ_b ← −S_th (focal → inverse focal) or +S_th (inverse → focal)
   γ_b ← clip(γ_b, γ_min, γ_max)
-Empty bins keep their γ. Defaults (Ghosh et al.): M = 15, γ0 = 1, λ = 1, S_th = 0.2, [γ_min, γ_max] =
-[−2, 20].
+Empty bins (tied confidences) keep their γ. Fewer than M validation samples is an error
+(``check_validation_size``, which the trainer calls before a run writes anything): M equal-mass bins need
+at least one sample each, and Ghosh et al. define no update for a bin that is empty by construction.
+Defaults (Ghosh et al.): M = 15, γ0 = 1, λ = 1, S_th = 0.2, [γ_min, γ_max] = [−2, 20].
 Bins: validation confidences are sorted and split into M groups of (nearly) equal size; the edge between two
 groups is the midpoint of their neighbouring confidences, the outer edges are 0 and 1; membership is
 (lower, upper] (confidence 0 in the first bin). Until the first update the edges are equal-width.
@@ -73,8 +75,15 @@ class AdaFocal(Loss):
         inner = self.bin_edges[1:-1].to(device=conf.device, dtype=conf.dtype)
         return torch.bucketize(conf.contiguous(), inner, right=False)
 
+    def check_validation_size(self, n: int) -> None:
+        """ValueError unless the n validation samples fill the M equal-mass bins (n ≥ M)."""
+        if n < self.num_bins:
+            raise ValueError(f"adafocal needs at least num_bins={self.num_bins} validation samples (one per "
+                             f"equal-mass bin), got {n}; lower num_bins or give more validation data")
+
     @torch.no_grad()
     def update_from_validation(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        self.check_validation_size(logits.shape[0])
         probs = F.softmax(logits.detach().float(), dim=-1)
         conf, pred = probs.max(dim=-1)
         correct = (pred == targets.to(pred.device).long()).float()

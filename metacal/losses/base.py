@@ -7,7 +7,9 @@ A loss is an ``nn.Module`` called as ``loss(logits, targets, **extra) -> Tensor`
   ``set_epoch(epoch)`` before each epoch (epoch-scheduled losses, warm-up of secondary terms),
   ``prepare_batch(inputs, targets) -> (inputs, extra)`` before the forward pass (mixup mixes the
   inputs and hands the second targets and λ back through ``extra``),
-  ``update_from_validation(logits, targets)`` once per epoch (stateful losses such as AdaFocal).
+  ``update_from_validation(logits, targets)`` once per epoch (stateful losses such as AdaFocal),
+  ``check_validation_size(n)``: ValueError when ``update_from_validation`` cannot work on n validation
+  samples (the trainer calls it before a run writes anything).
 * ``meta_parameters()``: parameters a meta-learner trains (learnable L2 coefficients); empty by default.
 * ``per_sample_gamma``: True when the call takes a per-sample ``gamma=`` tensor that changes the value
   differentiably (the focal family) — what a γ-Net needs; ``needs_head_params``: True when the call
@@ -56,6 +58,9 @@ class Loss(nn.Module):
     def update_from_validation(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
         return None
 
+    def check_validation_size(self, n: int) -> None:
+        return None
+
     def meta_parameters(self) -> list[nn.Parameter]:
         return []
 
@@ -73,6 +78,9 @@ class WrapsPrimary(Loss):
     @torch.no_grad()
     def update_from_validation(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
         self.primary.update_from_validation(logits, targets)
+
+    def check_validation_size(self, n: int) -> None:
+        self.primary.check_validation_size(n)
 
     def meta_parameters(self) -> list[nn.Parameter]:
         return self.primary.meta_parameters()
