@@ -97,6 +97,12 @@ def build_loss(cfg: Config, model: nn.Module, num_classes: int) -> nn.Module:
     return construct(f"loss.params ({cfg.loss.name})", losses.build, cfg.loss.name, **params)
 
 
+def check_loss_data(cfg: Config, loss_fn: nn.Module, bundle: Any) -> None:
+    """ConfigError when the loss cannot use the data's validation split (AdaFocal: fewer samples than bins),
+    so the run stops before anything is written instead of at the end of its first epoch."""
+    construct(f"loss.params ({cfg.loss.name})", loss_fn.check_validation_size, len(bundle.val))
+
+
 def build_optimizer(cfg: Config, model: nn.Module) -> torch.optim.Optimizer:
     """SGD lr 0.1, momentum 0.9, weight decay 5e-4 by default (Wang & Golebiowski 2024, §4); or AdamW, frozen
     parameters left out, the backbone at ``optim.backbone_lr_scale`` × lr (metacal/train/optim.py)."""

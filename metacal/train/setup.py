@@ -129,6 +129,7 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
     bundle = components.build_data(cfg) if bundle is None else bundle
     model = components.build_model(cfg, bundle, load_checkpoint=resume_from is None, model=model)
     loss_fn = components.build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
+    components.check_loss_data(cfg, loss_fn, bundle)
     raw_optimizer = components.build_optimizer(cfg, model)
     loaders = components.make_loaders(cfg, bundle)
     model, optimizer, *loaders = accelerator.prepare(model, raw_optimizer, *loaders)
