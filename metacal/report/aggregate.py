@@ -4,8 +4,9 @@
 Per run (fractions, as in code and JSON):
 - Error, NLL, ECE, MCE, ACE, classwise ECE of the test set, recomputed with metacal.metrics from
   predictions/test.npz at ``num_bins`` (falls back to metrics.json["test"] when predictions are absent).
-- ECE after post-hoc calibration fitted on predictions/val.npz and applied to predictions/test.npz:
-  temperature scaling by NLL, by ECE grid (both need logits), histogram binning (Wang, Feng & Zhang 2021, §2).
+- ECE after post-hoc calibration fitted on predictions/val.npz and applied to predictions/test.npz, one column
+  per selected calibrator of metacal.posthoc.registry (metacal/report/posthoc_columns.py; Wang, Feng & Zhang
+  2021, §2); NaN, with a note in ``MethodRow.notes``, where a calibrator refuses a too small validation set.
 - Wall-clock seconds per epoch: mean of history.json ``time_s`` (history.jsonl, one object per line, is
   read too).
 Across seeds: mean and sample standard deviation (ddof=1; undefined for one seed) of each column, ignoring
@@ -22,10 +23,11 @@ import numpy as np
 
 from metacal.predictions import Predictions
 from metacal.report.labels import method_label, method_order
+from metacal.report.posthoc_columns import POSTHOC_KEYS, check_calibrators, column_key
+from metacal.report.posthoc_columns import posthoc_metrics as posthoc_metrics  # re-exported: callers import it here
 from metacal.report.runs import Run
 
 TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
-POSTHOC_KEYS = ("ece_ts_nll", "ece_ts_grid", "ece_hb")
 COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)
 # aggregated like the columns but not in the main table (the claim section reads them)
 EXTRA_KEYS = ("overconfidence", "t_nll", "ece_val")
@@ -59,41 +61,23 @@ def split_metrics(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
     }
 
 
-def posthoc_metrics(val: Predictions, test: Predictions, num_bins: int = 15, hb_bins: int = 15) -> dict[str, float]:
-    """Test ECE after TS (NLL), TS (ECE grid) and histogram binning, all fitted on ``val``.
-
-    Also returns the fitted temperatures ``t_nll`` and ``t_grid``. TS needs logits: NaN when only probs exist.
-    """
-    from metacal import metrics
-    from metacal.posthoc import HistogramBinning, TemperatureScaling
-
-    out: dict[str, float] = {}
-    test_labels, val_labels = test.labels, val.labels
-    for key, method in (("nll", "nll"), ("grid", "ece_grid")):
-        if val.logits is None or test.logits is None:
-            out[f"ece_ts_{key}"], out[f"t_{key}"] = math.nan, math.nan
-            continue
-        ts = TemperatureScaling(method=method, num_bins=num_bins)  # grid minimises the ECE reported
-        ts.fit(val.logits, val_labels)
-        probs = ts.transform(test.logits)
-        out[f"ece_ts_{key}"] = float(metrics.ece(probs, test_labels, num_bins))
-        out[f"t_{key}"] = float(ts.temperature)
-    hb = HistogramBinning(num_bins=hb_bins)
-    hb.fit(val.probs, val_labels)
-    out["ece_hb"] = float(metrics.ece(hb.transform(test.probs), test_labels, num_bins))
-    return out
+def column_keys(calibrators: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The table's columns when the post-hoc columns are those of ``calibrators`` (default: all)."""
+    return TEST_KEYS + tuple(column_key(n) for n in check_calibrators(calibrators)) + ("s_per_epoch",)
 
 
-def run_numbers(run: Run, num_bins: int = 15, hb_bins: int = 15, posthoc: bool = True) -> dict[str, float]:
+def run_numbers(run: Run, num_bins: int = 15, hb_bins: int = 15, posthoc: bool = True,
+                calibrators: Sequence[str] | None = None, notes: list[str] | None = None) -> dict[str, float]:
     """All table columns of one complete run (fractions; NaN where unavailable), ``from_predictions`` (1/0) and,
-    with ``posthoc``, the fitted temperatures ``t_nll``/``t_grid``."""
+    with ``posthoc``, the ECE after each of ``calibrators`` (default all) and the fitted temperatures
+    ``t_nll``/``t_grid``; why a calibrator gave NaN is appended to ``notes``."""
     row = {k: math.nan for k in COLUMN_KEYS + EXTRA_KEYS}
     if run.has_predictions("test"):
         test = run.predictions("test")
         row.update(split_metrics(test, num_bins))
         row["from_predictions"] = 1.0
         if posthoc and run.has_predictions("val"):
-            row.update(posthoc_metrics(run.predictions("val"), test, num_bins, hb_bins))
+            row.update(posthoc_metrics(run.predictions("val"), test, num_bins, hb_bins, calibrators, notes))
     else:
         saved = (run.metrics or {}).get("test", {})
         row.update({k: float(saved[k]) for k in TEST_KEYS if isinstance(saved.get(k), (int, float))})
@@ -118,6 +102,7 @@ class MethodRow:
     incomplete: list[str] = field(default_factory=list)
     stats: dict[str, tuple[float, float, int]] = field(default_factory=dict)
     per_run: dict[int | str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # "seed 1: ECE after MS-ODIR: … needs at least …"
 
     @property
     def num_runs(self) -> int:
@@ -131,13 +116,16 @@ def aggregate(
     hb_bins: int = 15,
     expected_seeds: Sequence[int] | None = None,
     ddof: int = 1,
+    calibrators: Sequence[str] | None = None,
 ) -> list[MethodRow]:
-    """Group runs by method (config stem) and aggregate each column over the complete runs.
+    """Group runs by method (config stem) and aggregate each column over the complete runs; the post-hoc
+    columns are those of ``calibrators`` (registry names; default all, the others stay NaN with n = 0).
 
     Expected seeds default to the union of seeds seen under the root; a method lacking one of them lists it
     in ``missing_seeds`` (no run directory, or a run without metrics.json — the latter also in
     ``incomplete``). Methods whose runs are all incomplete still get a row (with n = 0).
     """
+    calibrators = check_calibrators(calibrators)
     by_method: dict[str, list[Run]] = {}
     for run in runs:
         by_method.setdefault(run.method, []).append(run)
@@ -149,12 +137,15 @@ def aggregate(
     for method in sorted(by_method, key=method_order):
         method_runs = by_method[method]
         complete = [r for r in method_runs if r.complete]
-        numbers = {}
+        numbers, notes = {}, []
         for r in complete:
+            name = r.seed if r.seed is not None else r.path.name
+            run_notes: list[str] = []
             try:
-                numbers[r.seed if r.seed is not None else r.path.name] = run_numbers(r, num_bins, hb_bins)
+                numbers[name] = run_numbers(r, num_bins, hb_bins, calibrators=calibrators, notes=run_notes)
             except ValueError as exc:  # say which run is broken
                 raise ValueError(f"run {r.path}: {exc}") from None
+            notes += [f"{'seed ' if r.seed is not None else ''}{name}: {note}" for note in run_notes]
         seeds = sorted(r.seed for r in complete if r.seed is not None)
         row = MethodRow(
             method=method,
@@ -163,6 +154,7 @@ def aggregate(
             missing_seeds=[s for s in expected if s not in seeds],
             incomplete=[f"{r.path.name}" for r in method_runs if not r.complete],
             per_run=numbers,
+            notes=notes,
         )
         for key in COLUMN_KEYS + EXTRA_KEYS:
             row.stats[key] = mean_std([n.get(key, math.nan) for n in numbers.values()], ddof=ddof)

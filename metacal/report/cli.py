@@ -2,11 +2,14 @@
 Table 1, paired comparisons over seeds against CE and the best fixed γ, plus CSVs and PNG figures.
 
     python scripts/report.py RUN_ROOT [--out docs/results/NAME.md] [--title TITLE] [--bins 15] [--seeds 0 1 2]
+                             [--calibrators all|none|NAME,NAME,...]
     metacal-report RUN_ROOT ...          # the same, as the installed console script
 
 RUN_ROOT holds <config-stem>/seed<S>/ run directories (scripts/sweep.py --out), all of ONE dataset (a folder
 whose runs mix datasets is refused). Rows = config stems (paper labels), mean ± std over seeds. Default
---out: RUN_ROOT/report.md. Exit code 2 on bad input.
+--out: RUN_ROOT/report.md. --calibrators picks the "ECE after …" columns (metacal.posthoc.registry names;
+default all; matrix and dirichlet cross-validate λ on every run and dominate the run time of a big report).
+Exit code 2 on bad input.
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ from pathlib import Path
 PROG = "python scripts/report.py"
 
 
+def available_calibrators() -> list[str]:
+    from metacal.posthoc.registry import available
+
+    return available()
+
+
 def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("root", metavar="RUN_ROOT", help="directory of run directories (a sweep's --out)")
@@ -28,6 +37,10 @@ def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Name
     ap.add_argument("--hb-bins", type=int, default=15, help="bins of histogram binning (default 15)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds every method should have (default: all seeds found under RUN_ROOT)")
+    ap.add_argument("--calibrators", default="all", metavar="NAMES",
+                    help="post-hoc calibrators of the 'ECE after …' columns: all (default), none, or a comma-separated "
+                         f"subset of {','.join(available_calibrators())} (matrix, dirichlet: slow, 5-fold CV per run; "
+                         "ts_nll also gives the temperature the claim section reads)")
     ap.add_argument("--discussion", default=None, metavar="MD",
                     help="Markdown file with the authors' interpretation, appended as the page's Discussion")
     return ap.parse_args(argv)
@@ -40,16 +53,19 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 
     matplotlib.use("Agg")
     from metacal.report.page import build_report
+    from metacal.report.posthoc_columns import parse_calibrators
 
     out = Path(args.out) if args.out else Path(args.root) / "report.md"
     command = shlex.join([*shlex.split(prog), *argv])
     try:
         if args.hb_bins < 1:
             raise ValueError(f"--hb-bins must be a positive integer, got {args.hb_bins}")
+        calibrators = parse_calibrators(args.calibrators)
         if args.discussion is not None and not Path(args.discussion).is_file():
             raise FileNotFoundError(f"--discussion: no such file: {args.discussion}")
         result = build_report(args.root, out, title=args.title, num_bins=args.bins, hb_bins=args.hb_bins,
-                              command=command, expected_seeds=args.seeds, discussion=args.discussion)
+                              command=command, expected_seeds=args.seeds, discussion=args.discussion,
+                              calibrators=calibrators)
     except (ValueError, FileNotFoundError) as exc:
         print(f"report: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

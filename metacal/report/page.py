@@ -15,10 +15,11 @@ from typing import Sequence
 import numpy as np
 
 from metacal.report import figures
-from metacal.report.aggregate import MethodRow, aggregate
+from metacal.report.aggregate import MethodRow, aggregate, column_keys
 from metacal.report.claim import claim_markdown
 from metacal.report.comparisons import paired_csv, paired_markdown
 from metacal.report.machine import machine_markdown
+from metacal.report.posthoc_columns import check_calibrators, describe
 from metacal.report.runs import SWEEP_COMMAND_FILE, Run, check_one_dataset, config_get, find_runs
 from metacal.report.tables import csv_table, markdown_table
 
@@ -164,13 +165,16 @@ def build_report(
     command: str | None = None,
     expected_seeds: Sequence[int] | None = None,
     discussion: str | Path | None = None,
+    calibrators: Sequence[str] | None = None,
 ) -> ReportResult:
     """Write ``out`` (Markdown), ``out`` with .csv, and ``<stem>_*.png`` next to it, from the runs under ``root``.
 
     ``discussion``: a Markdown file of interpretation written by people, appended as the "Discussion" section.
+    ``calibrators``: registry names of the "ECE after …" columns (default all; ``()`` for none).
     """
     if num_bins < 1:
         raise ValueError(f"--bins must be a positive integer, got {num_bins}")
+    calibrators = check_calibrators(calibrators)
     root, out = Path(root), Path(out)
     if out.suffix.lower() != ".md":
         raise ValueError(f"--out must name a Markdown file ending in .md, got {out}")
@@ -180,10 +184,12 @@ def build_report(
     check_one_dataset(runs, root)
     if not any(r.complete for r in runs):
         raise ValueError(f"none of the {len(runs)} run directories under {root} has metrics.json with test metrics")
-    rows = aggregate(runs, num_bins=num_bins, hb_bins=hb_bins, expected_seeds=expected_seeds)
+    rows = aggregate(runs, num_bins=num_bins, hb_bins=hb_bins, expected_seeds=expected_seeds,
+                     calibrators=calibrators)
+    keys = column_keys(calibrators)
     out.parent.mkdir(parents=True, exist_ok=True)
     csv_path = out.with_suffix(".csv")
-    csv_path.write_text(csv_table(rows), encoding="utf-8")
+    csv_path.write_text(csv_table(rows, keys), encoding="utf-8")
     paired_path = out.with_name(f"{out.stem}_paired.csv")
     paired_path.write_text(paired_csv(rows), encoding="utf-8")
     made, fig_notes = _figures(out.stem, out.parent, rows, runs, num_bins)
@@ -201,14 +207,13 @@ def build_report(
         lines += ["", "The runs were produced by:", "", "```", sweep_cmd.read_text(encoding="utf-8").strip(), "```"]
     setup = _config_values(runs, SETUP_KEYS)
     lines += ["", f"From the runs' config.yaml: {setup}.", ""] if setup else [""]
-    lines += ["## Test metrics, mean ± std over seeds", "", markdown_table(rows).rstrip(), ""]
+    lines += ["## Test metrics, mean ± std over seeds", "", markdown_table(rows, keys=keys).rstrip(), ""]
     lines += [
         f"Error, ECE, MCE, ACE, classwise ECE in %, NLL in nats; equal-width ECE/MCE/classwise ECE and equal-mass "
         f"ACE with {num_bins} bins, on the test set of the checkpoint each run saved (best validation epoch). "
         "± is the sample standard deviation over seeds (none shown for a single run). "
-        f"\"ECE after …\": the \"calibratable\" view of Wang, Feng & Zhang 2021, §2 — temperature scaling fitted "
-        f"by NLL, by ECE grid, and histogram binning ({hb_bins} bins) fitted on predictions/val.npz, applied to predictions/test.npz "
-        "(metacal.posthoc). s/epoch: mean of the trainer's per-epoch wall-clock `time_s` (history.json), measured "
+        + describe(calibrators, hb_bins)
+        + " s/epoch: mean of the trainer's per-epoch wall-clock `time_s` (history.json), measured "
         "on the machine that trained the run. `(n=k)`: that column has only k runs.",
         "",
         f"Same numbers as fractions: [{csv_path.name}]({csv_path.name}).",
@@ -227,6 +232,10 @@ def build_report(
                      + ", ".join(from_saved))
     if notes:
         lines += ["Missing or incomplete runs:", ""] + [f"- {n}" for n in notes] + [""]
+    refused = [f"{row.label} {note}" for row in rows for note in row.notes]
+    if refused:
+        lines += ["Post-hoc calibrators that refused a run (its \"ECE after …\" is NaN, left out of the mean and "
+                  "marked `(n=k)`):", ""] + [f"- {n}" for n in refused] + [""]
     lines += paired_markdown(rows, paired_path.name)
     select_by = ", ".join(sorted({str(v) for r in runs if (v := config_get(r.config, "eval.select_by"))})) or "error"
     lines += claim_markdown(rows, select_by, schedule_phrase(runs))

@@ -8,6 +8,7 @@ import math
 from typing import Sequence
 
 from metacal.report.aggregate import COLUMN_KEYS, EXTRA_KEYS, MethodRow
+from metacal.report.posthoc_columns import ALL, column_header, column_key
 
 # key → (Markdown header, factor applied for people). NLL is in nats and time in seconds, as in Wang & Golebiowski 2024.
 COLUMNS: dict[str, tuple[str, float]] = {
@@ -17,9 +18,7 @@ COLUMNS: dict[str, tuple[str, float]] = {
     "mce": ("MCE (%)", 100.0),
     "ace": ("ACE (%)", 100.0),
     "classwise_ece": ("Classwise ECE (%)", 100.0),
-    "ece_ts_nll": ("ECE after TS-NLL (%)", 100.0),
-    "ece_ts_grid": ("ECE after TS-grid (%)", 100.0),
-    "ece_hb": ("ECE after HB (%)", 100.0),
+    **{column_key(name): (column_header(name), 100.0) for name in ALL},  # "ECE after …", registry order
     "s_per_epoch": ("s/epoch", 1.0),
 }
 assert tuple(COLUMNS) == COLUMN_KEYS
@@ -43,17 +42,17 @@ def seeds_cell(row: MethodRow) -> str:
     return text
 
 
-def markdown_table(rows: Sequence[MethodRow], digits: int = 3) -> str:
+def markdown_table(rows: Sequence[MethodRow], digits: int = 3, keys: Sequence[str] = COLUMN_KEYS) -> str:
     """A table laid out like Wang & Golebiowski 2024, Table 1: Method | Seeds | Error | NLL | ECE | ... | s/epoch,
-    mean ± std over seeds.
+    mean ± std over seeds; ``keys`` (default all, see ``aggregate.column_keys``) chooses the columns.
 
     A column computed from fewer runs than the row has is marked ``(n=k)``.
     """
-    headers = ["Method", "Seeds"] + [COLUMNS[k][0] for k in COLUMN_KEYS]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * len(COLUMN_KEYS)) + "|"]
+    headers = ["Method", "Seeds"] + [COLUMNS[k][0] for k in keys]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * len(keys)) + "|"]
     for row in rows:
         cells = [row.label, seeds_cell(row)]
-        for key in COLUMN_KEYS:
+        for key in keys:
             mean, std, n = row.stats[key]
             cell = format_cell(mean, std, n, COLUMNS[key][1], digits)
             if 0 < n < row.num_runs:
@@ -63,19 +62,20 @@ def markdown_table(rows: Sequence[MethodRow], digits: int = 3) -> str:
     return "\n".join(lines) + "\n"
 
 
-def csv_table(rows: Sequence[MethodRow]) -> str:
+def csv_table(rows: Sequence[MethodRow], keys: Sequence[str] = COLUMN_KEYS) -> str:
     """CSV with one row per method: method, label, n_runs, seeds, missing_seeds, then ``<key>_mean``,
-    ``<key>_std``, ``<key>_n`` for every column and EXTRA_KEYS — fractions (NLL in nats, time in seconds); empty = unavailable."""
+    ``<key>_std``, ``<key>_n`` for every column of ``keys`` and EXTRA_KEYS — fractions (NLL in nats, time in
+    seconds); empty = unavailable."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     header = ["method", "label", "n_runs", "seeds", "missing_seeds"]
-    for key in COLUMN_KEYS + EXTRA_KEYS:
+    for key in tuple(keys) + EXTRA_KEYS:
         header += [f"{key}_mean", f"{key}_std", f"{key}_n"]
     writer.writerow(header)
     for row in rows:
         out = [row.method, row.label, row.num_runs, " ".join(map(str, row.seeds)),
                " ".join(map(str, row.missing_seeds))]
-        for key in COLUMN_KEYS + EXTRA_KEYS:
+        for key in tuple(keys) + EXTRA_KEYS:
             mean, std, n = row.stats.get(key, (math.nan, math.nan, 0))
             out += [repr(mean) if math.isfinite(mean) else "", repr(std) if math.isfinite(std) else "", n]
         writer.writerow(out)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from metacal.report.aggregate import COLUMN_KEYS, EXTRA_KEYS, MethodRow, mean_std
+from metacal.report.aggregate import COLUMN_KEYS, EXTRA_KEYS, MethodRow, column_keys, mean_std
 from metacal.report.tables import csv_table, format_cell, markdown_table
 
 
@@ -38,7 +38,8 @@ def test_markdown_columns_and_cells():
     lines = text.strip().splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     assert header == ["Method", "Seeds", "Error (%)", "NLL", "ECE (%)", "MCE (%)", "ACE (%)", "Classwise ECE (%)",
-                      "ECE after TS-NLL (%)", "ECE after TS-grid (%)", "ECE after HB (%)", "s/epoch"]
+                      "ECE after TS-NLL (%)", "ECE after TS-grid (%)", "ECE after HB (%)", "ECE after VS (%)",
+                      "ECE after MS-ODIR (%)", "ECE after Dir-ODIR (%)", "ECE after Iso (%)", "s/epoch"]
     assert len(lines) == 2 + len(ROWS)
     ce = [c.strip() for c in lines[2].strip("|").split("|")]
     assert ce[:5] == ["CE", "3", "13.000 ± 3.606", "0.320 ± 0.020", "5.000 ± 3.000"]  # by hand, sample std
@@ -58,3 +59,15 @@ def test_csv_round_trip_in_fractions():
     assert rows[0]["seeds"] == "0 1 2" and rows[0]["n_runs"] == "3"
     assert rows[1]["missing_seeds"] == "1 2" and rows[1]["error_std"] == "" and rows[1]["error_n"] == "1"
     assert rows[0]["mce_mean"] == "" and rows[0]["mce_n"] == "0"
+
+
+def test_selected_calibrators_choose_the_columns():
+    keys = column_keys(["isotonic", "ts_nll"])  # registry order, whatever order they were named in
+    assert keys[-3:] == ("ece_ts_nll", "ece_isotonic", "s_per_epoch")
+    header = markdown_table(ROWS, keys=keys).splitlines()[0]
+    assert [c.strip() for c in header.strip("|").split("|")][-3:] == ["ECE after TS-NLL (%)", "ECE after Iso (%)",
+                                                                      "s/epoch"]
+    assert "ECE after HB" not in header and "MS-ODIR" not in header
+    assert len(markdown_table(ROWS, keys=column_keys([])).splitlines()[0].split("|")) == 2 + 2 + 6 + 1  # no post-hoc
+    fields = next(csv.reader(io.StringIO(csv_table(ROWS, keys))))
+    assert "ece_isotonic_mean" in fields and "ece_hb_mean" not in fields and "t_nll_mean" in fields
