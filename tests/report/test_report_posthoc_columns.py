@@ -2,7 +2,6 @@
 per run equal to an independent registry fit, mean ± std over seeds, refusals as NaN + note, --calibrators."""
 
 import csv
-import importlib.util
 import math
 from pathlib import Path
 
@@ -13,20 +12,13 @@ from metacal import metrics
 from metacal.posthoc import registry
 from metacal.predictions import load_predictions
 from metacal.report.aggregate import aggregate, run_numbers
+from metacal.report.cli import main as report_main  # what scripts/report.py runs
 from metacal.report.posthoc_columns import column_key, parse_calibrators
 from metacal.report.runs import find_runs, read_run
 
 NEW = ("vector", "matrix", "dirichlet", "isotonic")
 HEADERS = {"vector": "ECE after VS (%)", "matrix": "ECE after MS-ODIR (%)", "dirichlet": "ECE after Dir-ODIR (%)",
            "isotonic": "ECE after Iso (%)"}
-
-
-def _run_cli(argv):
-    spec = importlib.util.spec_from_file_location(
-        "report_cli", Path(__file__).resolve().parents[2] / "scripts" / "report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.main(argv)
 
 
 def _independent_ece(run_dir: Path, name: str) -> float:
@@ -54,7 +46,7 @@ def three_seeds(tmp_path, run_writer):
 
 def test_new_columns_equal_registry_fit_per_run_and_mean_std_over_seeds(three_seeds, tmp_path):
     out = tmp_path / "page.md"
-    assert _run_cli([str(three_seeds), "--out", str(out)]) == 0
+    assert report_main([str(three_seeds), "--out", str(out)]) == 0
     row = aggregate(find_runs(three_seeds))[0]
     header, body = _table(out.read_text())
     csv_row = next(csv.DictReader(open(out.with_suffix(".csv"))))
@@ -84,7 +76,7 @@ def test_too_few_validation_samples_give_nan_and_a_note(tmp_path, run_writer):
     with np.load(small) as data:  # keep 20 validation samples: K(K+1) = 30 needed by matrix/Dirichlet, 2K = 10 by VS
         np.savez(small, logits=data["logits"][:20], labels=data["labels"][:20])
     out = tmp_path / "page.md"
-    assert _run_cli([str(root), "--out", str(out)]) == 0
+    assert report_main([str(root), "--out", str(out)]) == 0
     row = aggregate(find_runs(root))[0]
     for name in ("matrix", "dirichlet"):
         key = column_key(name)
@@ -129,7 +121,7 @@ def test_probs_only_runs_fit_the_new_maps_on_log_probs(tmp_path, run_writer):
 
 def test_cli_option_selects_the_columns(three_seeds, tmp_path):
     out = tmp_path / "page.md"
-    assert _run_cli([str(three_seeds), "--out", str(out), "--calibrators", "isotonic,vector,vector"]) == 0
+    assert report_main([str(three_seeds), "--out", str(out), "--calibrators", "isotonic,vector,vector"]) == 0
     text = out.read_text()
     header, _ = _table(text)
     assert [h for h in header if h.startswith("ECE after")] == ["ECE after VS (%)", "ECE after Iso (%)"]
@@ -138,7 +130,7 @@ def test_cli_option_selects_the_columns(three_seeds, tmp_path):
     assert not any(f.startswith(("ece_matrix", "ece_dirichlet", "ece_ts_nll", "ece_hb")) for f in fields)
     assert "Not computed (`--calibrators`): TS-NLL, TS-grid, HB, MS-ODIR, Dir-ODIR." in text
     assert f"--calibrators isotonic,vector,vector" in text  # the regeneration command keeps the choice
-    assert _run_cli([str(three_seeds), "--out", str(out), "--calibrators", "none"]) == 0
+    assert report_main([str(three_seeds), "--out", str(out), "--calibrators", "none"]) == 0
     header, _ = _table(out.read_text())
     assert not any(h.startswith("ECE after") for h in header) and "`--calibrators none`" in out.read_text()
 
@@ -157,7 +149,7 @@ def test_parse_calibrators():
 ])  # fmt: skip
 def test_bad_calibrator_names_are_one_line_exit_2_and_write_nothing(three_seeds, tmp_path, capsys, value, message):
     out = tmp_path / "page.md"
-    assert _run_cli([str(three_seeds), "--out", str(out), "--calibrators", value]) == 2
+    assert report_main([str(three_seeds), "--out", str(out), "--calibrators", value]) == 2
     err = capsys.readouterr().err
     assert err.startswith("report: error: --calibrators: ") and message in err
     assert "ts_nll, ts_ece, hb, vector, matrix, dirichlet, isotonic" in err
