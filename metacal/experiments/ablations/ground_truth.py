@@ -125,11 +125,13 @@ def run(opts: StudyOptions):
         predictors[method_label(r.method)] = (lambda m: lambda x: torch.softmax(predict_logits(m, x), dim=1))(r.model)
     predictors.update(mixture_predictors(info))
     truth_rows, rows = estimator_study(predictors, info, plan["sizes"], plan["truth_n"], opts.seed)
+    for row in truth_rows:  # the regime: mean confidence above accuracy = over-confident
+        row["gap"] = row["mean_conf"] - (1.0 - row["error"])
     models = list(predictors)
     fig = _figure(rows, models, opts.out / "ground_truth_bias_vs_n.png")
     truth_t = Table("truth", truth_rows, [
         Column("model", "Model"), Column("error", "Error (%)", 100, 2), Column("mean_conf", "mean conf (%)", 100, 2),
-        Column("tce", "TRUE CE (%)", 100, 3), Column("per_sample_bound", "E|c − conf| (%)", 100, 3),
+        Column("gap", "conf − accuracy (pp)", 100, 2), Column("tce", "TRUE CE (%)", 100, 3), Column("per_sample_bound", "E|c − conf| (%)", 100, 3),
         Column("noise_floor", "noise floor of TCE (%)", 100, 3), Column("tce_l2", "TRUE L2 CE (%)", 100, 3),
         Column("noise_floor_l2", "noise floor of L2 (%)", 100, 3), Column("bins", "bins"),
         Column("n_truth", "samples")])
@@ -167,6 +169,8 @@ def run(opts: StudyOptions):
     intro = [f"Models: methods trained on {setting.label} (configs/fashion_mnist method files), the Bayes "
              "classifier (true posterior: TRUE CE = 0) and the Bayes posterior sharpened with temperature 0.5. "
              f"Repetitions per evaluation-set size: {reps}.",
+             "Regime (mean confidence − accuracy on the truth samples; > 0: over-confident): " + "; ".join(
+                 f"{r['model']} {100 * r['gap']:+.2f} pp" for r in truth_rows) + ".",
              "Estimators (metacal.metrics): ECE-15 / ECE-100 (equal width), ACE-15 (equal mass), SECE (h = 0.01, "
              "hard accuracy; grid-evaluated above 2048 samples), KDE-ECE, smECE, ECE-sweep (Roelofs et al. 2022); "
              "of the L2 error: RMSCE-15 (plug-in) and L2-debiased-15 (Kumar, Liang & Ma 2019; reported as "
