@@ -1,0 +1,43 @@
+"""Smoke test of scripts/bench_posthoc.py on a tiny problem (no timing assertions: the script is the
+benchmark). Both engines must report the same end values, since they minimise the same convex L."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_posthoc.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("bench_posthoc", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bench_posthoc_json(capsys):
+    assert load().main(["--n", "400", "--k", "3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["n"], result["k"]) == (400, 3)
+    assert len(result["rows"]) == 7 + 2
+    for row in result["rows"]:
+        assert row["newton"] > 0 and row["lbfgs"] > 0
+        assert row["newton_value"] == pytest.approx(row["lbfgs_value"], abs=1e-6)
+
+
+def test_bench_posthoc_reads_predictions(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "val.npz"
+    np.savez(path, logits=rng.normal(size=(300, 4)) * 2, labels=rng.integers(0, 4, 300))
+    assert load().main(["--predictions", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("N = 300, K = 4") and out.count("\n") == 2 + 9
+
+
+def test_bench_posthoc_bad_settings(capsys):
+    assert load().main(["--k", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--k ≥ 2" in err
