@@ -19,8 +19,9 @@ name). The scaling methods need logits: a file with only ``probs`` is scaled thr
 as logits (softmax(log p / T) ∝ p^(1/T), the same family of maps for TS and Dirichlet calibration), and the
 JSON then says ``"calib_logits_from": "log_probs"``. A VAL with fewer samples than a calibrator needs
 (vector: 2K, matrix and Dirichlet: K(K+1), isotonic: K) is one line (exit code 2) before anything is fitted.
-``--ci`` adds ``"ci"``: percentile bootstrap intervals of the metrics of PRED (``--bootstrap`` B resamples,
-``--ci-level`` level, ``--seed``; ``metacal.metrics.bootstrap``): ``{"method": "percentile", "level", "bootstrap",
+``--ci`` adds ``"ci"``: bootstrap intervals of the metrics of PRED (``--bootstrap`` B resamples, ``--ci-level``
+level, ``--seed``, ``--ci-method`` basic (default) or percentile; ``metacal.metrics.bootstrap``):
+``{"method": "basic", "level", "bootstrap",
 "seed", "<metric>": [low, high], …, "skipped": ["sece", "kde_ece", "smece"]}`` (the binning-free estimators
 are too slow to recompute B times); the table
 gets an interval column. ``--plot OUT.png`` writes the reliability diagram of PRED (before post-hoc
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Sequence
 
 from metacal.metrics import BootstrapSpec, summary
+from metacal.metrics.bootstrap import METHODS
 from metacal.posthoc import registry as calibrators
 from metacal.predictions import Predictions, load_predictions
 
@@ -178,8 +180,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help="write the reliability diagram of PRED (binned and relplot's smooth curve; with --ci "
                              "a bootstrap interval per bin) to this PNG")
     parser.add_argument("--ci", action="store_true",
-                        help="add percentile bootstrap intervals of every metric but SECE, KDE-ECE and smECE (too slow to "
+                        help="add bootstrap intervals of every metric but SECE, KDE-ECE and smECE (too slow to "
                              "recompute B times)")
+    parser.add_argument("--ci-method", choices=METHODS, default="basic",
+                        help="interval rule of --ci: basic (default; covers near calibration, where the binned "
+                             "errors are biased) or percentile")
     parser.add_argument("--ci-level", type=float, default=0.9, metavar="LEVEL",
                         help="confidence level of --ci, strictly between 0 and 1 (default 0.9)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="B",
@@ -194,7 +199,7 @@ def bootstrap_spec(args: argparse.Namespace) -> BootstrapSpec | None:
         raise InputError(f"--bootstrap must be an integer >= 1, got {args.bootstrap}")
     if not 0.0 < args.ci_level < 1.0:
         raise InputError(f"--ci-level must lie strictly between 0 and 1 (e.g. 0.9), got {args.ci_level:g}")
-    return BootstrapSpec(args.bootstrap, args.ci_level, args.seed) if args.ci else None
+    return BootstrapSpec(args.bootstrap, args.ci_level, args.seed, args.ci_method) if args.ci else None
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:

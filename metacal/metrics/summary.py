@@ -35,8 +35,8 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15, binni
     eq. 14) — all with ``num_bins`` bins except ece_sweep. sece: hard accuracy, h = 0.01. kde_ece, smece:
     binning-free.
 
-    ``ci`` (a :class:`BootstrapSpec`, or True for its defaults B = 1000, level 0.9, seed 0) adds ``"ci"``:
-    percentile bootstrap intervals (:func:`metacal.metrics.bootstrap.bootstrap_intervals`).
+    ``ci`` (a :class:`BootstrapSpec`, or True for its defaults B = 1000, level 0.9, seed 0, basic intervals) adds
+    ``"ci"``: bootstrap intervals (:func:`metacal.metrics.bootstrap.bootstrap_intervals`).
     """
     check_probs_labels(probs, labels)
     num_bins = check_num_bins(num_bins)

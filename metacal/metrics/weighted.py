@@ -31,6 +31,7 @@ from .scores import NLL_EPS
 # metrics computed here, in metacal.metrics.summary's key order
 WEIGHTED_KEYS = ("error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep", "debiased_l2_ce",
                  "classwise_ece")  # fmt: skip
+SQUARED_L2_KEY = "debiased_l2_ce_squared"  # also computed: Ê² unclipped (the basic interval's pivot, .bootstrap)
 
 
 @dataclass
@@ -84,7 +85,7 @@ class WeightedSample:
         return w.scatter_add_(1, index, torch.ones_like(w))
 
     def metrics(self, weights: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Every ``WEIGHTED_KEYS`` metric per weight row: {key: (B,) float64}."""
+        """Every ``WEIGHTED_KEYS`` metric per weight row, and ``SQUARED_L2_KEY``: {key: (B,) float64}."""
         m, n = self.num_bins, self.n
         linear = (self._linear @ weights.T.contiguous()).T  # (B, rows)
         top = BinSums(*linear[:, 3:3 + 3 * m].reshape(-1, 3, m).unbind(1))
@@ -94,7 +95,7 @@ class WeightedSample:
         mass = _MassBins(self, weights)
         out["ace"] = mass.l1(torch.full((weights.shape[0],), m))
         out["ece_sweep"] = mass.l1(mass.sweep())
-        return {key: out[key] for key in WEIGHTED_KEYS}
+        return {key: out[key] for key in (*WEIGHTED_KEYS, SQUARED_L2_KEY)}
 
     def width_bins(self, weights: torch.Tensor) -> BinSums:
         """Equal-width top-label bin sums per weight row (the reliability diagram's bars)."""
@@ -124,7 +125,8 @@ def top_label_width_metrics(bins: BinSums, n: int) -> dict[str, torch.Tensor]:
     return {"ece": (weight * gap.abs()).sum(dim=1),
             "mce": torch.where(nonempty, gap.abs(), float("-inf")).amax(dim=1),
             "rmsce": sq.sum(dim=1).sqrt(),
-            "debiased_l2_ce": debiased.clamp_min(0.0).sqrt()}
+            "debiased_l2_ce": debiased.clamp_min(0.0).sqrt(),
+            SQUARED_L2_KEY: debiased}
 
 
 class _MassBins:

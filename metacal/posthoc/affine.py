@@ -14,7 +14,8 @@ W_ij (i ≠ j) moves evidence for class j into class i. The fit minimises, over 
 uncalibrated model W = I, b = 0, until every partial derivative of L is below 1e-7 in size; the start is kept
 if the end point is not lower, as for temperature scaling. For K ≤ 20 the engine is damped Newton's method
 (:mod:`metacal.posthoc.newton`: exact Hessian, 5–11 steps; 6–9× faster than L-BFGS for the cross-validated
-fits on an over-confident model's logits, K = 10); for larger K, whose Hessian grows as K⁴, scipy's L-BFGS-B without bounds with the hand-derived gradient of
+fits on an over-confident model's logits, K = 10); for larger K, whose Hessian grows as K⁴, scipy's L-BFGS-B
+without bounds with the hand-derived gradient of
 :func:`_value_and_gradient`. The torch definition :func:`affine_objective` is the reference the tests
 differentiate. Both engines are numpy with the BLAS thread pool held to one thread during the fit
 (threadpoolctl), because OpenBLAS threads on these small matrices spin against each other — on a busy 2-core

@@ -156,6 +156,8 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
         raise ConfigError(f"eval.bootstrap must be >= 0 (0: no confidence intervals); got {cfg.eval.bootstrap}")
     if not 0 < cfg.eval.ci_level < 1:
         raise ConfigError(f"eval.ci_level must lie strictly between 0 and 1 (e.g. 0.9); got {cfg.eval.ci_level}")
+    if cfg.eval.ci_method not in ("basic", "percentile"):
+        raise ConfigError(f"eval.ci_method must be basic or percentile; got {cfg.eval.ci_method!r}")
     if cfg.schedule.epochs <= 0:
         raise ConfigError(f"schedule.epochs must be > 0; got {cfg.schedule.epochs}")
     if not cfg.meta.shape_lr_scale >= 0:

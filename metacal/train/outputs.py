@@ -44,7 +44,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
             result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
     if test is not None:
         if cfg.eval.bootstrap > 0:  # the same object as `python -m metacal.evaluate test.npz --json --ci`
-            spec = BootstrapSpec(cfg.eval.bootstrap, cfg.eval.ci_level, cfg.eval.ci_seed)
+            spec = BootstrapSpec(cfg.eval.bootstrap, cfg.eval.ci_level, cfg.eval.ci_seed, cfg.eval.ci_method)
             result["test"]["ci"] = bootstrap_intervals(test.probs, test.labels, cfg.eval.num_bins, spec)
         result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)

@@ -101,11 +101,12 @@ class EvalConfig:
     num_bins: int = 15
     select_by: str = "error"  # model selection on validation: error | nll | ece
     test_every_epoch: bool = True  # evaluate the test set every epoch (curves); else only at improvements
-    # percentile bootstrap intervals of the selected epoch's test metrics in metrics.json ("test" → "ci"):
-    # resamples (0: none), level in (0, 1) and generator seed, as `python -m metacal.evaluate --ci`
+    # bootstrap intervals of the selected epoch's test metrics in metrics.json ("test" → "ci"): resamples
+    # (0: none), level in (0, 1), generator seed and rule (basic | percentile), as `python -m metacal.evaluate --ci`
     bootstrap: int = 1000
     ci_level: float = 0.9
     ci_seed: int = 0
+    ci_method: str = "basic"
 
 
 @dataclass

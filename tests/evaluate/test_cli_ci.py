@@ -26,7 +26,7 @@ def test_json_ci_object_defaults_and_settings(tmp_path, capsys):
     result = json.loads(out)
     ci = result["ci"]
     assert list(ci) == ["method", "level", "bootstrap", "seed", *WEIGHTED_KEYS, "skipped"]
-    assert (ci["method"], ci["level"], ci["bootstrap"], ci["seed"]) == ("percentile", 0.9, 200, 0)
+    assert (ci["method"], ci["level"], ci["bootstrap"], ci["seed"]) == ("basic", 0.9, 200, 0)
     assert ci["skipped"] == ["sece", "kde_ece", "smece"]
     probs, labels = probs_labels(path)
     assert ci == bootstrap_intervals(probs, labels, 15, BootstrapSpec(200, 0.9, 0))
@@ -40,6 +40,11 @@ def test_json_ci_object_defaults_and_settings(tmp_path, capsys):
     assert (narrow["level"], narrow["bootstrap"], narrow["seed"]) == (0.5, 200, 3)
     assert narrow == bootstrap_intervals(probs, labels, 15, BootstrapSpec(200, 0.5, 3))
     assert narrow["ece"][1] - narrow["ece"][0] < ci["ece"][1] - ci["ece"][0]
+    # --ci-method percentile: the other rule, the same resamples
+    code, out, _ = run([path, "--json", "--ci", "--bootstrap", "200", "--ci-method", "percentile"], capsys)
+    pct = json.loads(out)["ci"]
+    assert pct == bootstrap_intervals(probs, labels, 15, BootstrapSpec(200, 0.9, 0, "percentile"))
+    assert pct["method"] == "percentile" and pct["ece"] != ci["ece"]
     # without --ci: no "ci"; the default B is 1000
     assert "ci" not in json.loads(run([path, "--json"], capsys)[1])
     assert json.loads(run([path, "--json", "--ci"], capsys)[1])["ci"]["bootstrap"] == 1000
@@ -81,6 +86,7 @@ def test_plot_with_ci_draws_bands(tmp_path, capsys):
     (["--ci-level", "nan"], "--ci-level must lie strictly between 0 and 1"),
     (["--ci-level", "abc"], "argument --ci-level: invalid float value"),
     (["--seed", "x"], "argument --seed: invalid int value"),
+    (["--ci-method", "bca"], "argument --ci-method: invalid choice"),
 ])
 def test_bad_bootstrap_settings_one_line_exit_2(tmp_path, capsys, args, needle):
     path = make_npz(tmp_path / "pred.npz")

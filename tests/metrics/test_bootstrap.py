@@ -93,12 +93,25 @@ def test_ci_object_shape_determinism_and_summary_companion():
     spec = M.BootstrapSpec(200, 0.8, seed=7)
     ci = M.bootstrap_intervals(probs, labels, 10, spec)
     assert list(ci) == ["method", "level", "bootstrap", "seed", *WEIGHTED_KEYS, "skipped"]
-    assert ci["method"] == "percentile" and ci["level"] == 0.8 and ci["bootstrap"] == 200 and ci["seed"] == 7
+    assert ci["method"] == "basic" and ci["level"] == 0.8 and ci["bootstrap"] == 200 and ci["seed"] == 7
     assert ci["skipped"] == ["sece", "kde_ece", "smece"]
     replicates = M.bootstrap_replicates(probs, labels, 10, spec)
+    plain = M.summary(probs, labels, 10, binning_free=False)
+    pct = M.bootstrap_intervals(probs, labels, 10, M.BootstrapSpec(200, 0.8, seed=7, method="percentile"))
+    assert pct["method"] == "percentile"
     for key in WEIGHTED_KEYS:
-        expected = np.percentile(replicates[key].numpy(), [10, 90])
-        assert ci[key] == pytest.approx(expected.tolist(), abs=1e-15), key
+        q10, q90 = np.percentile(replicates[key].numpy(), [10, 90])
+        assert pct[key] == pytest.approx([q10, q90], abs=1e-15), key
+        # basic: [θ̂ − (q90 − θ̂), θ̂ − (q10 − θ̂)] clipped to [0, 1]; the debiased L2 CE's pivot is its square
+        if key == "debiased_l2_ce":
+            s10, s90 = np.percentile(replicates["debiased_l2_ce_squared"].numpy(), [10, 90])
+            own = M.debiased_l2_ce(probs, labels, 10, squared=True).item()
+            world = plain["rmsce"] ** 2
+            expected = [math.sqrt(max(own - (s90 - world), 0.0)), math.sqrt(max(own - (s10 - world), 0.0))]
+        else:
+            top = math.inf if key == "nll" else 2.0 if key == "brier" else 1.0
+            expected = [min(max(2 * plain[key] - q90, 0.0), top), min(max(2 * plain[key] - q10, 0.0), top)]
+        assert ci[key] == pytest.approx(expected, abs=1e-12), key
         assert isinstance(ci[key][0], float) and ci[key][0] <= ci[key][1]
     # the interval of a mean (the error) has the binomial width: 2·1.2816·sqrt(e(1 − e)/N), within 15 %
     e = M.summary(probs, labels, binning_free=False)["error"]
@@ -122,7 +135,8 @@ def test_ci_object_shape_determinism_and_summary_companion():
     ({"bootstrap": True}, "integer >= 1"), ({"level": 0.0}, "strictly between 0 and 1"),
     ({"level": 1.0}, "strictly between 0 and 1"), ({"level": 1.5}, "strictly between 0 and 1"),
     ({"level": -0.1}, "strictly between 0 and 1"), ({"level": float("nan")}, "strictly between 0 and 1"),
-    ({"level": "0.9"}, "strictly between 0 and 1"), ({"seed": 1.5}, "seed must be an integer")])
+    ({"level": "0.9"}, "strictly between 0 and 1"), ({"seed": 1.5}, "seed must be an integer"),
+    ({"method": "bca"}, "one of basic, percentile")])
 def test_bad_settings_are_one_line_value_errors(kwargs, needle):
     with pytest.raises(ValueError, match=needle) as err:
         M.BootstrapSpec(**kwargs)

@@ -90,6 +90,7 @@ def test_override_values_are_yaml(tmp_path):
     (["eval.ci_level=1"], ["eval.ci_level must lie strictly between 0 and 1", "got 1"]),
     (["eval.ci_level=0"], ["eval.ci_level must lie strictly between 0 and 1", "got 0"]),
     (["eval.ci_level=.nan"], ["eval.ci_level must lie strictly between 0 and 1", "got nan"]),
+    (["eval.ci_method=bca"], ["eval.ci_method must be basic or percentile", "got 'bca'"]),
     (["meta.horizon=trajectory", "meta.learner=loss"], ["meta.horizon=trajectory", "meta.learner=gamma_net"]),
     (["optim.lr"], ["section.key=value"]),
     (["data.root"], ["section.key=value"]),  # OmegaConf alone would set the Optional key to None

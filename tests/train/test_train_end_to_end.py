@@ -15,7 +15,8 @@ from metacal.predictions import load_predictions
 SUMMARY_KEYS = {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep",
                 "debiased_l2_ce", "classwise_ece", "sece", "kde_ece", "smece"}
 # eval settings per method in test_plain_and_meta_methods_end_to_end (the rest keep the defaults: B 1000, 0.9, 0)
-CI_SETTINGS = {"ce": ["eval.bootstrap=200", "eval.ci_level=0.8", "eval.ci_seed=3"], "mixup": ["eval.bootstrap=0"]}
+CI_SETTINGS = {"ce": ["eval.bootstrap=200", "eval.ci_level=0.8", "eval.ci_seed=3", "eval.ci_method=percentile"],
+               "mixup": ["eval.bootstrap=0"]}
 FAST_MODEL = {"model": {"name": "mlp", "options": {"hidden": [32]}}}
 
 
@@ -64,7 +65,7 @@ def check_run_dir(run_dir, n_test: int = 120, num_classes: int = 4) -> dict:
     if cfg.bootstrap == 0:
         assert "ci" not in metrics["test"]
     else:
-        spec = BootstrapSpec(cfg.bootstrap, cfg.ci_level, cfg.ci_seed)
+        spec = BootstrapSpec(cfg.bootstrap, cfg.ci_level, cfg.ci_seed, cfg.ci_method)
         expected = bootstrap_intervals(torch.softmax(torch.from_numpy(logits).double(), -1),
                                        torch.from_numpy(labels), cfg.num_bins, spec)
         assert metrics["test"]["ci"] == expected

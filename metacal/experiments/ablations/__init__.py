@@ -1,5 +1,6 @@
 """Ablation studies (``python scripts/ablate.py NAME [--quick] [--out DIR]``), one module per study:
-bins, gamma_map, objective, backend, calibratable, ground_truth, shift, grad_weighting, gamma_oracle, meta_signal, meta_horizon.
+bins, gamma_map, objective, backend, calibratable, ground_truth, ci_coverage, shift, grad_weighting, gamma_oracle,
+meta_signal, meta_horizon.
 
 Shared pieces: ``runner`` (train method variants through metacal.train), ``page`` (Markdown + CSV + figures),
 ``study`` (options, registry), ``true_calibration`` and ``estimators`` (ground truth on gaussian_mixture),
@@ -10,6 +11,7 @@ from . import (  # noqa: F401  (register the studies)
     backend,
     bins,
     calibratable,
+    ci_coverage,
     gamma_map,
     gamma_oracle,
     grad_weighting,

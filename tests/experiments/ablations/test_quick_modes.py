@@ -8,10 +8,10 @@ import pytest
 
 from metacal.experiments.ablations.cli import main
 
-STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "shift", "grad_weighting",
-           "gamma_oracle", "meta_signal", "meta_horizon"]
+STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "ci_coverage", "shift",
+           "grad_weighting", "gamma_oracle", "meta_signal", "meta_horizon"]
 TEXT = {"method", "variant", "model", "estimator", "loss", "corruption", "label", "gamma_output", "meta_objective",
-        "meta_backend", "chosen", "band", "target"}
+        "meta_backend", "chosen", "band", "target", "metric"}
 FRACTION_PREFIXES = ("error", "ece", "mce", "sece", "smece", "tce", "per_sample_bound", "mean_conf")
 
 
@@ -97,6 +97,14 @@ def test_quick_mode(study, tmp_path, capsys):
             target = truth_l2 if r["estimator"] in ("RMSCE-15", "L2-debiased-15") else tce
             assert r["target"] == ("l2" if target is truth_l2 else "l1")
             assert float(r["tce"]) == target[r["model"]]
+    elif study == "ci_coverage":
+        truth = {(r["model"], r["metric"]): float(r["truth"]) for r in main_rows}
+        assert len(truth) == 3 * 4 and all(0.0 <= float(r[k]) <= 1.0 for r in main_rows for k in r if "cover" in k)
+        assert truth["calibrated (Bayes posterior)", "ece"] < 1e-12 and truth["over-confident (T = 0.5)", "ece"] > 0.1
+        assert len({round(v, 12) for (m, metric), v in truth.items() if metric == "error"}) == 1  # T keeps argmax
+        for r in main_rows:  # every resample's ECE is > 0: no percentile interval reaches a true ECE of 0
+            if r["model"].startswith("calibrated") and r["metric"] == "ece":
+                assert float(r["coverage_percentile"]) == 0.0
     elif study == "shift":
         assert {int(r["severity"]) for r in main_rows} == set(range(6))
         err = {int(r["severity"]): float(r["error"]) for r in main_rows}
