@@ -1,18 +1,13 @@
 """Smoke test of scripts/bench_bootstrap.py on a tiny problem (no timing assertions: the script is the
 benchmark; this only checks that it runs, reports what it promises and refuses bad settings)."""
 
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_bootstrap.py"
+from script_loader import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("bench_bootstrap", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_script("bench_bootstrap")
 
 
 def test_bench_bootstrap_json(capsys):

@@ -1,21 +1,16 @@
 """Smoke test of scripts/bench_posthoc.py on a tiny problem (no timing assertions: the script is the
 benchmark). Both engines must report the same end values, since they minimise the same convex L."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_posthoc.py"
+from script_loader import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("bench_posthoc", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_script("bench_posthoc")
 
 
 def test_bench_posthoc_json(capsys):
