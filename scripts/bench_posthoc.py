@@ -65,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, cls in (("matrix scaling, CV", MatrixScaling), ("Dirichlet, CV", DirichletCalibration)):
         row = {"fit": name}
         for engine, limit in (("newton", 10**9), ("lbfgs", 0)):
-            affine.NEWTON_MAX_CLASSES = limit
-            seconds, fitted = cpu_seconds(lambda: cls().fit(z, y))
+            affine.NEWTON_MAX_CLASSES = limit  # the calibrators choose the engine by K against this limit
+            try:
+                seconds, fitted = cpu_seconds(lambda: cls().fit(z, y))
+            finally:
+                affine.NEWTON_MAX_CLASSES = default_limit
             row[engine] = seconds
             row[f"{engine}_value"] = float(fitted.odir_scores.min())  # the chosen strength's held-out NLL
-        affine.NEWTON_MAX_CLASSES = default_limit
         rows.append(row)
     if args.json:
         print(json.dumps({"n": int(y.shape[0]), "k": int(z.shape[1]), "rows": rows}, indent=2))

@@ -113,7 +113,7 @@ def bootstrap_replicates(probs: torch.Tensor, labels: torch.Tensor, num_bins: in
 def intervals_from_replicates(replicates: dict[str, torch.Tensor], estimates: dict[str, torch.Tensor],
                               level: float, method: str = "basic") -> dict[str, tuple[float, float]]:
     """{metric: (low, high)} for every ``WEIGHTED_KEYS`` metric, from its replicates and its estimate on the
-    data (the 1-row ``WeightedSample.metrics`` of all-ones weights) by ``method`` (module docstring)."""
+    data (``WeightedSample.own_metrics``) by ``method`` (module docstring)."""
     out = {}
     for key in WEIGHTED_KEYS:
         if method == "percentile":
@@ -138,7 +138,7 @@ def bootstrap_intervals(probs: torch.Tensor, labels: torch.Tensor, num_bins: int
     check_probs_labels(probs, labels)
     num_bins = check_num_bins(num_bins)
     sample = WeightedSample(probs, labels, num_bins)
-    estimates = {key: value[0] for key, value in sample.metrics(torch.ones(1, sample.n, dtype=torch.float64)).items()}
+    estimates = sample.own_metrics()
     out: dict[str, Any] = {"method": spec.method, "level": float(spec.level), "bootstrap": spec.bootstrap,
                            "seed": spec.seed}
     for key, (lo, hi) in intervals_from_replicates(weighted_replicates(sample, spec), estimates, spec.level,

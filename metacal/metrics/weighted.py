@@ -97,6 +97,10 @@ class WeightedSample:
         out["ece_sweep"] = mass.l1(mass.sweep())
         return {key: out[key] for key in (*WEIGHTED_KEYS, SQUARED_L2_KEY)}
 
+    def own_metrics(self) -> dict[str, torch.Tensor]:
+        """The metrics of the sample itself (one row of all-ones weights), as 0-dim tensors."""
+        return {key: value[0] for key, value in self.metrics(torch.ones(1, self.n, dtype=torch.float64)).items()}
+
     def width_bins(self, weights: torch.Tensor) -> BinSums:
         """Equal-width top-label bin sums per weight row (the reliability diagram's bars)."""
         sums = (self._width @ weights.T.contiguous()).T

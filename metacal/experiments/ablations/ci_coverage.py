@@ -71,7 +71,7 @@ def coverage(temperature: float, n: int, reps: int, bootstrap: int, truth: dict[
         data = sample(n, MEANS, SIGMA, PRIORS, gen)
         probs, _ = model(data.inputs, temperature)
         weighted = WeightedSample(probs, data.targets, BINS)
-        own = {k: v[0] for k, v in weighted.metrics(torch.ones(1, n, dtype=torch.float64)).items()}
+        own = weighted.own_metrics()
         replicates = weighted_replicates(weighted, BootstrapSpec(bootstrap, level, seed=rep))
         for metric in METRICS:
             estimates[metric].append(float(own[metric]))
