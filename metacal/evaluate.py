@@ -24,7 +24,8 @@ level, ``--seed``, ``--ci-method`` basic (default) or percentile; ``metacal.metr
 ``{"method": "basic", "level", "bootstrap",
 "seed", "<metric>": [low, high], …, "skipped": ["sece", "kde_ece", "smece"]}`` (the binning-free estimators
 are too slow to recompute B times); the table
-gets an interval column. ``--plot OUT.png`` writes the reliability diagram of PRED (before post-hoc
+gets an interval column, where ``†`` marks an estimate outside its own interval and a footnote says why
+(``metacal.metrics.bootstrap.outside_note``). ``--plot OUT.png`` writes the reliability diagram of PRED (before post-hoc
 calibration) with relplot's smooth reliability curve, and with ``--ci`` a bootstrap interval on each bin's
 accuracy.
 
@@ -46,9 +47,10 @@ from pathlib import Path
 from typing import Sequence
 
 from metacal.metrics import BootstrapSpec, summary
-from metacal.metrics.bootstrap import METHODS
+from metacal.metrics.bootstrap import METHODS, estimates_outside, outside_note
 from metacal.posthoc import registry as calibrators
 from metacal.predictions import Predictions, load_predictions
+from metacal.registry import unknown_name
 
 PROG = "python -m metacal.evaluate"
 
@@ -116,6 +118,7 @@ def format_table(result: dict, num_bins: int) -> str:
     ci = result.get("ci")
     ci_name = f"{100 * ci['level']:g}% CI (B={ci['bootstrap']})" if ci else ""
     ci_width = max(20, len(ci_name) + 2)
+    outside = estimates_outside(ci, result) if ci else {}
     lines = [f"N = {result['n']}, K = {result['num_classes']}, {num_bins} bins"]
     lines.append(f"{'metric':<20}" + "".join(f"{name:>{width}}" for name, _ in columns[:1])
                  + (f"{ci_name:>{ci_width}}" if ci else "") + "".join(f"{name:>{width}}" for name, _ in columns[1:]))
@@ -124,8 +127,11 @@ def format_table(result: dict, num_bins: int) -> str:
         if ci:
             interval = "—" if key not in ci else "[{:.{d}f}, {:.{d}f}]".format(
                 *((100 * v if percent else v) for v in ci[key]), d=2 if percent else 4)
-            cells.insert(1, f"{interval:>{ci_width}}")
+            cells.insert(1, f"{interval + ('†' if key in outside else ' '):>{ci_width}}")
         lines.append(f"{label:<20}{''.join(cells)}")
+    if outside:  # an estimate outside its own interval: a footnote says why
+        names = {key: label.removesuffix(" (%)") for key, label, _ in TABLE_ROWS}
+        lines.append(f"† {outside_note(ci, result, names)}")
     return "\n".join(lines)
 
 
@@ -156,9 +162,10 @@ def calibrator_names(text: str | None, have_calib: bool) -> list[str] | None:
         raise InputError("--calibrators needs --calib VAL.npz")
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in calibrators.CALIBRATORS]
-    if unknown or not names:
-        raise InputError(f"--calibrators: unknown name(s) {', '.join(unknown) or '(none given)'}; "
-                         f"choose from {', '.join(calibrators.available())}")
+    if not names:
+        raise InputError(f"--calibrators: no name given; choose from {', '.join(calibrators.available())}")
+    if unknown:
+        raise InputError(f"--calibrators: {unknown_name('post-hoc calibrator', unknown[0], calibrators.available())}")
     return list(dict.fromkeys(names))
 
 

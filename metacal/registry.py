@@ -1,14 +1,56 @@
-"""Name → constructor registries, so that configs can name losses, objectives, models and datasets."""
+"""Name → constructor registries, so that configs can name losses, objectives, models and datasets.
+
+:func:`unknown_name` words the one-line error for a name that is not known — every registry, the
+``torchvision:<name>`` lookup and the config's fixed choices (schedules, meta backends, …) use it: the
+closest names first ("did you mean …?", :func:`difflib.get_close_matches`), then the names themselves when
+they are few, else where the full list is (a ``python -c`` command), so the line stays short.
+"""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
+SHORT_LIST = 110  # characters: a list of names up to this long is printed in full (the line stays < ~200)
+
+
+def close_matches(name: object, names: Sequence[str], n: int = 3) -> list[str]:
+    """Up to ``n`` of ``names`` closest to ``name``, best first (none when nothing is close)."""
+    return difflib.get_close_matches(str(name), [str(v) for v in names], n=n, cutoff=0.6)
+
+
+def list_command(module: str, call: str = "available()") -> str:
+    """The shell command that prints a module's full list of names."""
+    return f"python -c 'import {module} as m; print(m.{call})'"
+
+
+def unknown_name(kind: str, name: object, names: Sequence[str], full_list: str | None = None,
+                 more: Sequence[str] = ()) -> str:
+    """``unknown <kind> '<name>'; did you mean a, b? available: …`` — one short line.
+
+    ``names`` are listed when they fit in :data:`SHORT_LIST` characters; otherwise ``full_list`` (e.g.
+    :func:`list_command`) says where to see them (without it, the first few are shown with the count).
+    ``more``: further candidates for "did you mean" only (e.g. ``torchvision:<name>`` for a model name)."""
+    names = [str(v) for v in names]
+    close = close_matches(name, [*names, *more])
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    listed = ", ".join(names)
+    if len(listed) <= SHORT_LIST:
+        tail = f"available: {listed}"
+    elif full_list is not None:
+        tail = f"full list: {full_list}"
+    else:
+        shown = ", ".join(names[:6])
+        tail = f"available: {shown}, … ({len(names)} in all)"
+    return f"unknown {kind} {str(name)!r}; {hint}{tail}"
+
 
 class UnknownNameError(KeyError):
-    """Raised for a name that is not registered; the message lists the valid names."""
+    """Raised for a name that is not registered; the message (:func:`unknown_name`) suggests the closest
+    valid names and says where they are all listed."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
@@ -23,8 +65,11 @@ class Registry(Generic[T]):
     >>> LOSSES.build("ce")
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, listing: str | None = None) -> None:
+        """``kind`` names the entries in messages; ``listing`` is the module whose ``available()`` prints
+        them all (the "full list" of :func:`unknown_name`)."""
         self.kind = kind
+        self.listing = listing
         self._entries: dict[str, Callable[..., T]] = {}
 
     def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -36,11 +81,12 @@ class Registry(Generic[T]):
 
         return add
 
-    def get(self, name: str) -> Callable[..., T]:
+    def get(self, name: str, more: Sequence[str] = ()) -> Callable[..., T]:
+        """The constructor of ``name``; an unknown name raises :class:`UnknownNameError` worded by
+        :func:`unknown_name` (``more``: further "did you mean" candidates)."""
         if name not in self._entries:
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; available: {', '.join(self.available())}"
-            )
+            listing = list_command(self.listing) if self.listing else None
+            raise UnknownNameError(unknown_name(self.kind, name, self.available(), listing, more))
         return self._entries[name]
 
     def build(self, name: str, **params: Any) -> T:

@@ -224,7 +224,8 @@ def render_table(result, names, median, cpu_median, columns, memory, saved) -> s
         f"{result['tangent_pass_focal']:.2f} focal steps; for `jvp` to be 2× faster than `higher` it would have "
         f"to cost at most {result['tangent_pass_for_2x_focal']:.2f}. Against `higher` used as in the reference "
         f"code (lookahead, then the step again): {result['higher_recompute_over_jvp']:.2f}× slower than `jvp`. "
-        f"The trajectory level (issue #14's option) costs {result['trajectory_over_jvp']:.2f}× a `jvp` meta step."
+        f"The trajectory level (`meta.horizon: trajectory`, an option for over-confident regimes: "
+        f"[conventions](conventions.md#trajectory)) costs {result['trajectory_over_jvp']:.2f}× a `jvp` meta step."
     )
     return "\n".join(lines)
 

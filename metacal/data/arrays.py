@@ -4,7 +4,9 @@ The file (``numpy.savez``) holds ``x_train`` (N, …) features of any shape and 
 0..K−1, optionally ``x_test``/``y_test`` (same feature shape) and ``classes`` (K names). Features are read as
 float32, finite; ``input_shape`` is ``x_train.shape[1:]`` ((N,) becomes (N, 1)), so an ``mlp`` takes any
 shape and a 1-d CNN takes (N, C, L). The official training set is split 8:1:1 as every dataset
-(:mod:`metacal.data.user_data`); without ``x_test`` the bundle has no test set.
+(:mod:`metacal.data.user_data`); without ``x_test`` the bundle has no test set. K is ``num_classes``, else the
+number of ``classes`` names, else max(y_train) + 1; a label outside 0..K−1 is named with its index
+(``PATH: y_train[17] = 12 is outside 0..9 (num_classes 10)``).
 
 ``standardize=True`` subtracts the per-feature mean and divides by the per-feature standard deviation of
 the train split (not val / meta-val / test; a constant feature is divided by 1), the usual preprocessing
@@ -77,9 +79,10 @@ def check_features(x: Any, where: str) -> torch.Tensor:
     return values
 
 
-def _pair(x: Any, y: Any, name: str, where: str, num_classes: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _pair(x: Any, y: Any, name: str, where: str, num_classes: int | None,
+          why: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     features = check_features(x, f"{where}, x_{name}")
-    labels = check_labels(y, f"{where}, y_{name}", num_classes)
+    labels = check_labels(y, where, num_classes, f"y_{name}", why)
     if len(features) != len(labels):
         raise DataFormatError(f"{where}: x_{name} has {len(features)} rows but y_{name} has {len(labels)} labels; "
                               "give one label per row")
@@ -93,20 +96,24 @@ def arrays_bundle(x_train: Any, y_train: Any, x_test: Any = None, y_test: Any = 
                   where: str = "arrays") -> DataBundle:
     """The bundle of in-memory arrays (what ``data.name: arrays`` builds from its file); ``where`` names the
     source in error messages."""
-    x, y = _pair(x_train, y_train, "train", where, None)
-    k = infer_num_classes(y, f"{where}, y_train", num_classes)
+    if classes is not None:
+        classes = [str(c) for c in np.asarray(classes).reshape(-1).tolist()]
+    why = None
+    if num_classes is None and classes is not None and len(classes) >= 2:  # K = the number of class names
+        num_classes, why = len(classes), f"{len(classes)} names in classes"
+    known = num_classes if isinstance(num_classes, (int, np.integer)) and num_classes >= 2 else None
+    x, y = _pair(x_train, y_train, "train", where, known, why)
+    k = infer_num_classes(y, where, num_classes, "y_train", why)
     if (x_test is None) != (y_test is None):
         given, missing = ("x_test", "y_test") if y_test is None else ("y_test", "x_test")
         raise DataFormatError(f"{where}: has {given} but no {missing}; give both or neither")
     test = None
     if x_test is not None:
-        xt, yt = _pair(x_test, y_test, "test", where, k)
+        xt, yt = _pair(x_test, y_test, "test", where, k, why)
         if xt.shape[1:] != x.shape[1:]:
             raise DataFormatError(f"{where}: x_test has feature shape {tuple(xt.shape[1:])} but x_train has "
                                   f"{tuple(x.shape[1:])}")
         test = (xt, yt)
-    if classes is not None:
-        classes = [str(c) for c in np.asarray(classes).reshape(-1).tolist()]
     s = seed if split_seed is None else split_seed
     mean = std = None
     if standardize:  # statistics of the train split only: val, meta-val and test are held out
@@ -125,7 +132,8 @@ def arrays_bundle(x_train: Any, y_train: Any, x_test: Any = None, y_test: Any = 
 def build_arrays(root=None, seed: int = 0, split: Sequence[float] = DEFAULT_SPLIT, fold_meta_val: bool = False,
                  split_seed: int | None = None, num_classes: int | None = None,
                  standardize: bool = False) -> DataBundle:
-    """``root``: the .npz file. ``num_classes``: K when a class has no training sample (default max label + 1)."""
+    """``root``: the .npz file. ``num_classes``: K when a class has no training sample (default: the number of
+    ``classes`` names, else max label + 1)."""
     arrays = read_npz(root)
     path = str(Path(root).expanduser())
     for key in ("x_train", "y_train"):

@@ -74,20 +74,21 @@ class DataBundle:
                 f"input_shape={self.input_shape})")
 
 
-def subset_train(bundle: DataBundle, size: int, seed: int) -> DataBundle:
-    """The bundle with its train split cut to ``size`` samples; val, meta-val and test are unchanged.
+def subset_split(bundle: DataBundle, size: int, seed: int, split: str = "train") -> DataBundle:
+    """The bundle with one split (``train``, or ``meta_val`` for ``meta_val_subset``) cut to ``size`` samples;
+    the other splits are unchanged.
 
-    The kept samples are the first ``size`` of ``torch.randperm(len(train))`` under a CPU generator seeded
+    The kept samples are the first ``size`` of ``torch.randperm(len(split))`` under a CPU generator seeded
     by ``seed`` (sorted ascending), so a smaller subset is contained in a larger one with the same seed.
     """
-    n = len(bundle.train)
+    data = getattr(bundle, split)
+    n = len(data)
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= n:
-        raise ValueError(f"train_subset must be an integer in [1, {n}] (the train split's size), got {size!r}")
+        raise ValueError(f"{split}_subset must be an integer in [1, {n}] (the {split} split's size), got {size!r}")
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
     keep = perm[:size].sort().values
-    train = bundle.train
-    if isinstance(train, DataSubset):  # stay one level deep: index the underlying dataset directly
-        subset = DataSubset(train.dataset, train.index[keep])
+    if isinstance(data, DataSubset):  # stay one level deep: index the underlying dataset directly
+        subset = DataSubset(data.dataset, data.index[keep])
     else:
-        subset = DataSubset(train, keep)
-    return replace(bundle, train=subset, info={**bundle.info, "train_subset": size})
+        subset = DataSubset(data, keep)
+    return replace(bundle, **{split: subset}, info={**bundle.info, f"{split}_subset": size})

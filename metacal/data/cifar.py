@@ -14,7 +14,7 @@ import numpy as np
 
 from .assemble import image_bundle
 from .bundle import DataBundle
-from .download import downloading
+from .download import download_hint, downloading
 from .errors import DataNotFoundError
 from .image_datasets import ImageArrayDataset
 from .paths import candidate_roots, download_root
@@ -56,7 +56,7 @@ def find_cifar_folder(name: str, root=None) -> Path:
             if all((folder / f).is_file() for f in [*train_files, *test_files, meta]):
                 return folder
     layout = f"<root>/{folder_name}/{{{', '.join([*train_files, *test_files, meta])}}}"
-    raise DataNotFoundError(name, dict.fromkeys(looked), "pass download=True (uses torchvision.datasets."
+    raise DataNotFoundError(name, dict.fromkeys(looked), f"pass {download_hint()} (uses torchvision.datasets."
                             f"{'CIFAR10' if name == 'cifar10' else 'CIFAR100'}), or unpack the python "
                             "version of the archive from https://www.cs.toronto.edu/~kriz/cifar.html into "
                             "root or $METACAL_DATA", layout)

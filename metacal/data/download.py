@@ -1,5 +1,7 @@
 """Downloads of public datasets (``data.options.download=true``) with one clear error when they fail.
 
+A missing dataset's message says how to download it as the caller spells it (:func:`download_hint`).
+
 The datasets download through torchvision; a network failure there surfaces as a bare ``URLError``, a
 ``RuntimeError`` listing mirrors, or an ``OSError``. :func:`downloading` turns any of them into
 :class:`DownloadError`, whose one-line message names the dataset, the URL, the reason and the way out.
@@ -12,8 +14,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from metacal.wording import current
+
 from .errors import DataNotFoundError
 from .paths import ENV_VAR
+
+
+def download_hint() -> str:
+    """How to ask for the download: ``download=True`` (:func:`metacal.data.build`), ``--set
+    data.options.download=true`` (command line), ``overrides=["data.options.download=true"]`` (a trainer
+    config from Python)."""
+    return current().option("data.options", "download", True)
 
 
 class DownloadError(FileNotFoundError):

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from .assemble import image_bundle
 from .bundle import DataBundle
-from .download import downloading
+from .download import download_hint, downloading
 from .errors import DataNotFoundError
 from .idx import read_idx
 from .image_datasets import ImageArrayDataset
@@ -63,7 +63,7 @@ def find_fashion_mnist_files(root=None) -> dict[str, Path]:
     if root is None and system_datasets_hidden():  # say why an installed package was not found
         hidden = f" ({SYSTEM_DIR} is left out: {NO_SYSTEM_ENV_VAR} is set)"
     raise DataNotFoundError("fashion_mnist", looked, "apt-get install dataset-fashion-mnist, or pass "
-                            f"download=True (uses torchvision.datasets.FashionMNIST){hidden}",
+                            f"{download_hint()} (uses torchvision.datasets.FashionMNIST){hidden}",
                             "<dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]")
 
 

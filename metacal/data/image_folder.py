@@ -3,6 +3,12 @@
     DIR/train/<class>/**/*.png|jpg|…   the official training set (split 8:1:1 into train / val / meta-val)
     DIR/test/<class>/**/*               optional test set; its class folders must be exactly train's
 
+or DIR itself a plain ImageFolder root, ``DIR/<class>/**/*`` (then DIR is the training set and there is no test
+set). The rule (:func:`split_folders`): DIR holds split folders when ``DIR/train/`` holds a sub-folder, or when
+DIR's only sub-folders are ``train/``, ``val/`` and ``test/``; otherwise every sub-folder of DIR is a class
+(a class named ``train`` whose images lie directly in it stays a class). ``val/`` is not read: validation and
+meta-validation are cut from the training set.
+
 Class index = position of the folder name in the sorted list (torchvision's rule); files are taken in sorted
 order, searched recursively; hidden files and folders (``.name``) and files with other extensions are
 ignored. At build time every image's header is read (mode, size) and, with ``check_images=True`` (default),
@@ -40,7 +46,28 @@ from .user_data import from_datasets
 
 EXTENSIONS = (".bmp", ".jpeg", ".jpg", ".pgm", ".png", ".ppm", ".tif", ".tiff", ".webp")  # torchvision's list
 GRAYSCALE_MODES = ("1", "L", "LA", "I", "I;16", "F")
-LAYOUT = "DIR/train/<class>/*.png (any of " + " ".join(EXTENSIONS) + "), optional DIR/test/<class>/*"
+LAYOUT = ("DIR/train/<class>/*.png (any of " + " ".join(EXTENSIONS) + "), optional DIR/test/<class>/*; or "
+          "DIR/<class>/*.png")
+SPLITS = ("train", "val", "test")
+
+
+def _subfolders(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def split_folders(base: Path) -> tuple[Path, Path | None]:
+    """``(training folder, test folder or None)`` of ``data.root``: ``base/train`` and ``base/test`` when
+    ``base/train`` holds a sub-folder or ``base`` holds nothing but train/val/test folders; else ``base``
+    itself (a plain ImageFolder root of class folders, no test set)."""
+    if not base.is_dir():
+        raise DataNotFoundError("image_folder", [base], "set data.root to your image directory", LAYOUT)
+    names = _subfolders(base)
+    train = base / "train"
+    if train.is_dir() and (_subfolders(train) or set(names) <= set(SPLITS)):
+        return train, (base / "test" if (base / "test").is_dir() else None)
+    if not names:
+        raise DataFormatError(f"{base}: no class folders; expected layout {LAYOUT}")
+    return base, None
 
 
 def class_folders(split_dir: Path) -> list[str]:
@@ -134,34 +161,33 @@ def build_image_folder(root=None, seed: int = 0, split: Sequence[float] = DEFAUL
                        split_seed: int | None = None, resize: Any = None, crop: Any = None, random_crop: bool = False,
                        padding: int = 0, flip: bool = False, mean: Any = None, std: Any = None,
                        channels: int | None = None, check_images: bool = True) -> DataBundle:
-    """Images in ``root``/train/<class>/ (and optional ``root``/test/<class>/); options in the module docstring."""
+    """Images in ``root``/train/<class>/ (and optional ``root``/test/<class>/), or in ``root``/<class>/ (no test
+    set; :func:`split_folders`); options in the module docstring."""
     if root is None:
         raise DataFormatError(f"dataset 'image_folder' needs data.root (--set data.root=DIR): a directory laid out "
                               f"as {LAYOUT}")
     base = Path(root).expanduser()
-    if not (base / "train").is_dir():
-        looked = [base / "train"] if base.is_dir() else [base]
-        raise DataNotFoundError("image_folder", looked, "set data.root to the directory that holds train/", LAYOUT)
+    train_dir, test_dir = split_folders(base)
     resize, crop = _size_option(resize, "resize"), _size_option(crop, "crop")
     crop = (crop, crop) if isinstance(crop, int) else crop
     if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
         raise DataFormatError(f"data.options.padding must be an integer >= 0; got {padding!r}")
     if channels not in (None, 1, 3):
         raise DataFormatError(f"data.options.channels must be 1, 3 or null (from the images); got {channels!r}")
-    classes = class_folders(base / "train")
+    classes = class_folders(train_dir)
     if len(classes) < 2:
-        raise DataFormatError(f"{base / 'train'}: one class folder ({classes[0]}); a classifier needs at least 2")
-    train = scan_split(base / "train", classes, check_images)
+        raise DataFormatError(f"{train_dir}: one class folder ({classes[0]}); a classifier needs at least 2")
+    train = scan_split(train_dir, classes, check_images)
     test = None
-    if (base / "test").is_dir():
-        test_classes = class_folders(base / "test")
+    if test_dir is not None:
+        test_classes = class_folders(test_dir)
         if test_classes != classes:
             only_train = sorted(set(classes) - set(test_classes))
             only_test = sorted(set(test_classes) - set(classes))
-            raise DataFormatError(f"{base / 'test'}: its class folders differ from train's (only in train: "
+            raise DataFormatError(f"{test_dir}: its class folders differ from train's (only in train: "
                                   f"{', '.join(only_train) or '-'}; only in test: {', '.join(only_test) or '-'}); "
                                   "give test/ exactly the class folders of train/")
-        test = scan_split(base / "test", classes, check_images)
+        test = scan_split(test_dir, classes, check_images)
     parts = [train] + ([test] if test is not None else [])
     modes = [m for part in parts for m in part[2]]
     if channels is None:
@@ -176,6 +202,6 @@ def build_image_folder(root=None, seed: int = 0, split: Sequence[float] = DEFAUL
     return from_datasets(images.with_transform(train_tf), eval_train=images.with_transform(eval_tf), test=test_set,
                          num_classes=len(classes), classes=classes, input_shape=(channels, *size), mean=mean_c,
                          std=std_c, name="image_folder", seed=seed, split=split, fold_meta_val=fold_meta_val,
-                         split_seed=split_seed, root=str(base),
+                         split_seed=split_seed, root=str(base), train_dir=str(train_dir),
                          transforms={"resize": resize, "crop": crop, "random_crop": random_crop,
                                      "padding": padding, "flip": flip})

@@ -95,9 +95,13 @@ class InfiniteLoader:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
         self.per_rank = n // world_size
-        if self.per_rank == 0 or (drop_last and self.per_rank < batch_size):
+        if self.per_rank == 0:
+            raise ValueError(f"dataset of {n} samples split over {world_size} rank(s) gives none per rank; it needs "
+                             f"at least {world_size} samples")
+        if drop_last and self.per_rank < batch_size:
             raise ValueError(f"dataset of {n} samples split over {world_size} rank(s) gives {self.per_rank} per "
-                             f"rank, fewer than batch_size={batch_size}; lower batch_size or use drop_last=False")
+                             f"rank, fewer than batch_size={batch_size}; pass batch_size <= {self.per_rank} or "
+                             "drop_last=False")
         self.dataset, self.batch_size, self.seed = dataset, batch_size, int(seed)
         self.rank, self.world_size, self.drop_last = rank, world_size, drop_last
         self.num_samples = n

@@ -12,7 +12,7 @@ import numpy as np
 
 from .assemble import image_bundle
 from .bundle import DataBundle
-from .download import downloading
+from .download import download_hint, downloading
 from .errors import DataNotFoundError
 from .image_datasets import ImageArrayDataset
 from .paths import candidate_roots, download_root
@@ -30,7 +30,7 @@ def find_svhn_folder(root=None) -> Path:
             looked.append(str(folder))
             if all((folder / f).is_file() for f in _FILES.values()):
                 return folder
-    raise DataNotFoundError("svhn", looked, "pass download=True (uses torchvision.datasets.SVHN), or put "
+    raise DataNotFoundError("svhn", looked, f"pass {download_hint()} (uses torchvision.datasets.SVHN), or put "
                             "train_32x32.mat and test_32x32.mat from http://ufldl.stanford.edu/housenumbers/ "
                             "into root or $METACAL_DATA/svhn", "<root>/{train_32x32.mat, test_32x32.mat}")
 

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from .assemble import image_bundle
 from .bundle import DataBundle
-from .download import downloading
+from .download import download_hint, downloading
 from .errors import DataNotFoundError
 from .image_datasets import ImageFileDataset
 from .paths import candidate_roots, download_root
@@ -38,7 +38,7 @@ def find_tiny_imagenet_folder(root=None) -> Path:
             looked.append(str(folder))
             if _complete(folder):
                 return folder
-    raise DataNotFoundError("tiny_imagenet", dict.fromkeys(looked), f"pass download=True, or download {URL} "
+    raise DataNotFoundError("tiny_imagenet", dict.fromkeys(looked), f"pass {download_hint()}, or download {URL} "
                             "and unzip it into root or $METACAL_DATA", _LAYOUT)
 
 

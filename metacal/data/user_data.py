@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .bundle import DataBundle, DataSubset, subset_train
+from .bundle import DataBundle, DataSubset, subset_split
 from .errors import DataFormatError
 from .splits import DEFAULT_SPLIT, check_fractions, split_indices
 
@@ -37,55 +37,88 @@ def _plain(label: Any) -> Any:
     return label
 
 
-def check_labels(labels: Any, where: str, num_classes: int | None = None) -> torch.Tensor:
+def _span(classes: list[int]) -> str:
+    """``class 10``, ``classes 10..11`` or ``classes 3, 5, 8, …``."""
+    if len(classes) == 1:
+        return f"class {classes[0]}"
+    if classes == list(range(classes[0], classes[-1] + 1)):
+        return f"classes {classes[0]}..{classes[-1]}"
+    return "classes " + ", ".join(map(str, classes[:3])) + (", …" if len(classes) > 3 else "")
+
+
+def _outside(where: str, array: str, values: torch.Tensor, bad: torch.Tensor, k: int, why: str,
+             then: str = "") -> DataFormatError:
+    """``<where>: y_train[17] = 12 is outside 0..9 (num_classes 10)``: the first offending label, by index."""
+    i, count = int(torch.nonzero(bad)[0]), int(bad.sum())
+    more = f"; {count} labels outside" if count > 1 else ""
+    return DataFormatError(f"{where}: {array}[{i}] = {int(values[i])} is outside 0..{k - 1} ({why}{more}){then}")
+
+
+def check_labels(labels: Any, where: str, num_classes: int | None = None, array: str = "labels",
+                 why: str | None = None) -> torch.Tensor:
     """Class indices as int64 (N,): integers ≥ 0 (and < ``num_classes`` when given), one per sample.
 
-    Accepts shape (N,) or (N, 1), integer or bool dtype, or floats that are whole numbers (0.0, 1.0, …)."""
-    array = np.asarray(labels.numpy() if isinstance(labels, torch.Tensor) else labels)
-    if array.ndim == 2 and array.shape[1] == 1:
-        array = array[:, 0]
-    if array.ndim != 1:
-        hint = " (one-hot? pass the class index per sample, e.g. y.argmax(1))" if array.ndim == 2 else ""
-        raise DataFormatError(f"{where}: labels must be one class index per sample, shape (N,); got shape "
-                              f"{array.shape}{hint}")
-    if array.dtype.kind not in "biuf":
-        raise DataFormatError(f"{where}: labels must be integers 0..K-1; got dtype {array.dtype}")
-    if array.dtype.kind == "f":
-        bad = np.flatnonzero(~np.isfinite(array) | (array != np.round(array)))
+    Accepts shape (N,) or (N, 1), integer or bool dtype, or floats that are whole numbers (0.0, 1.0, …).
+    ``where`` names the source (a file), ``array`` the labels in it (``y_train``): a label out of range is
+    named by its index, ``<where>: <array>[i] = v is outside 0..K-1 (<why>)``; ``why`` says where K comes
+    from (default ``num_classes K``)."""
+    at = f"{where}, {array}"
+    values_np = np.asarray(labels.numpy() if isinstance(labels, torch.Tensor) else labels)
+    if values_np.ndim == 2 and values_np.shape[1] == 1:
+        values_np = values_np[:, 0]
+    if values_np.ndim != 1:
+        hint = " (one-hot? pass the class index per sample, e.g. y.argmax(1))" if values_np.ndim == 2 else ""
+        raise DataFormatError(f"{at}: labels must be one class index per sample, shape (N,); got shape "
+                              f"{values_np.shape}{hint}")
+    if values_np.dtype.kind not in "biuf":
+        raise DataFormatError(f"{at}: labels must be integers 0..K-1; got dtype {values_np.dtype}")
+    if values_np.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(values_np) | (values_np != np.round(values_np)))
         if bad.size:
             i = int(bad[0])
-            raise DataFormatError(f"{where}: labels must be integers 0..K-1; got the non-integer label "
-                                  f"{array[i].item():g} at index {i} ({bad.size} in all)")
-    values = torch.from_numpy(array.astype(np.int64))
-    if values.numel() and int(values.min()) < 0:
-        i = int(torch.nonzero(values < 0)[0])
-        raise DataFormatError(f"{where}: label {int(values[i])} at index {i} is out of range; labels must be "
-                              "class indices 0..K-1")
-    if num_classes is not None and values.numel() and int(values.max()) >= num_classes:
-        i = int(torch.nonzero(values >= num_classes)[0])
-        raise DataFormatError(f"{where}: label {int(values[i])} at index {i} is out of range 0..{num_classes - 1} "
-                              f"({num_classes} classes)")
+            raise DataFormatError(f"{at}: labels must be integers 0..K-1; got the non-integer label "
+                                  f"{values_np[i].item():g} at index {i} ({bad.size} in all)")
+    values = torch.from_numpy(values_np.astype(np.int64))
+    if num_classes is not None and values.numel():
+        outside = (values < 0) | (values >= num_classes)
+        if bool(outside.any()):
+            raise _outside(where, array, values, outside, num_classes, why or f"num_classes {num_classes}")
+    elif values.numel() and bool((values < 0).any()):  # K not known yet: the largest label + 1
+        raise _outside(where, array, values, values < 0, max(int(values.max()) + 1, 2), "labels count from 0")
     return values
 
 
-def infer_num_classes(train_labels: torch.Tensor, where: str, num_classes: int | None = None) -> int:
-    """``num_classes`` if given (every label must be below it), else max + 1 with every class present."""
+def infer_num_classes(train_labels: torch.Tensor, where: str, num_classes: int | None = None,
+                      array: str = "labels", why: str | None = None) -> int:
+    """``num_classes`` if given (every label must be below it), else max + 1 with every class present.
+
+    When classes 0..c-1 (c ≥ 2) all occur, c does not, and the labels above the gap take no more distinct
+    values than the gap is wide (``0..9`` and a stray ``12``), the first such label is named as out of range;
+    otherwise the first missing class is (``1..10``: one-based labels)."""
     if num_classes is not None:
         if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
             raise DataFormatError(f"num_classes must be an integer >= 2, got {num_classes!r}")
-        check_labels(train_labels, where, int(num_classes))
+        check_labels(train_labels, where, int(num_classes), array, why)
         return int(num_classes)
     if train_labels.numel() == 0:
         raise DataFormatError(f"{where}: no training samples")
     k = int(train_labels.max()) + 1
-    missing = sorted(set(range(k)) - set(train_labels.unique().tolist()))
+    present = set(train_labels.unique().tolist())
+    missing = sorted(set(range(k)) - present)
+    fix = "data.options.num_classes"
+    if missing and missing[0] >= 2 and len([v for v in present if v > missing[0]]) <= len(missing):
+        c = missing[0]
+        raise _outside(where, array, train_labels, train_labels > c, c,
+                       f"{_span(missing)} never {'occurs' if len(missing) == 1 else 'occur'}",
+                       f"; fix the label, or set num_classes={k} ({fix}) if classes really lack training samples")
     if missing:
         raise DataFormatError(
-            f"{where}: no sample of class {missing[0]} ({len(missing)} of classes 0..{k - 1} missing; labels found "
-            f"{int(train_labels.min())}..{k - 1}); labels must be 0..K-1 with every class present — relabel them, "
-            "or set num_classes (data.options.num_classes) if a class really has no training sample")
+            f"{where}, {array}: no sample of class {missing[0]} ({len(missing)} of classes 0..{k - 1} missing; labels "
+            f"found {int(train_labels.min())}..{k - 1}); labels must be 0..K-1 with every class present — relabel "
+            f"them, or set num_classes ({fix}) if a class really has no training sample")
     if k < 2:
-        raise DataFormatError(f"{where}: all training labels are {k - 1}; a classifier needs at least 2 classes")
+        raise DataFormatError(f"{where}, {array}: all training labels are {k - 1}; a classifier needs at least 2 "
+                              "classes")
     return k
 
 
@@ -111,7 +144,7 @@ def from_datasets(train: Dataset, *, val: Dataset | None = None, meta_val: Datas
     ``eval_train``: the same samples as ``train`` without augmentation; val / meta-val cut from train read
     it (default: ``train`` itself). ``test=None`` leaves ``bundle.test`` None (no test set, nothing faked).
     ``input_shape`` defaults to the shape of the first input; ``classes`` to ``["0", …, "K-1"]``;
-    ``train_subset=N`` keeps a seeded N-sample subset of the train part (:func:`subset_train`).
+    ``train_subset=N`` keeps a seeded N-sample subset of the train part (:func:`subset_split`).
     """
     eval_train = train if eval_train is None else eval_train
     n = len(train)  # type: ignore[arg-type]
@@ -125,12 +158,12 @@ def from_datasets(train: Dataset, *, val: Dataset | None = None, meta_val: Datas
                               "used with a meta_val dataset of its own")
     s = seed if split_seed is None else split_seed
     idx = split_indices(n, (1.0 - f_val - f_meta, f_val, f_meta), s, fold_meta_val)
-    train_labels = check_labels(labels_of(train), f"{name} train")
-    k = infer_num_classes(train_labels, f"{name} train", num_classes)
+    train_labels = check_labels(labels_of(train), name, array="train labels")
+    k = infer_num_classes(train_labels, name, num_classes, array="train labels")
     parts = {"val": val, "meta_val": meta_val, "test": test}
     for part, dataset in parts.items():
         if dataset is not None:
-            check_labels(labels_of(dataset), f"{name} {part}", k)
+            check_labels(labels_of(dataset), name, k, array=f"{part} labels")
     if input_shape is None:
         input_shape = _first_input(eval_train, f"{name} train").shape
     shape = tuple(int(v) for v in input_shape)
@@ -147,4 +180,4 @@ def from_datasets(train: Dataset, *, val: Dataset | None = None, meta_val: Datas
         test, k, shape, tuple(float(m) for m in mean), tuple(float(v) for v in std), names,
         {"split": tuple(split), "split_seed": s, "fold_meta_val": fold_meta_val,
          "given": [p for p, d in parts.items() if d is not None], **info})
-    return bundle if train_subset is None else subset_train(bundle, train_subset, s)
+    return bundle if train_subset is None else subset_split(bundle, train_subset, s)

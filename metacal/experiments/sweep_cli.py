@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -83,7 +85,33 @@ def progress_reporter(total: int, out: Path, interactive: bool) -> tuple[Callabl
     return report_line, lambda: None
 
 
+def listen_for_ctrl_c() -> Callable[[], None]:
+    """Ctrl-C raises KeyboardInterrupt here even when the sweep was started with SIGINT ignored.
+
+    A job that a non-interactive shell starts in the background (``sweep … &`` in a script, a CI step)
+    inherits SIGINT as ignored, and Python then installs no handler of its own. The trainers the sweep
+    starts install theirs regardless (metacal/train/preemption.py), so without this a Ctrl-C to the
+    process group stopped every trainer with a checkpoint while the sweep went on to record their exit
+    code 130 as failures and exit 1, instead of stopping and exiting 130 itself. Returns the undo.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    return lambda: signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    restore = listen_for_ctrl_c()
+    try:
+        return _sweep(argv, prog)
+    except KeyboardInterrupt:
+        print("sweep: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    finally:
+        restore()
+
+
+def _sweep(argv: list[str] | None, prog: str) -> int:
     args = parse_args(argv, prog)
     try:
         train_cmd = shlex.split(args.train_cmd) if args.train_cmd else default_train_cmd()
@@ -108,11 +136,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     report, close = progress_reporter(len(plan), out, sys.stderr.isatty())
     try:
         outcomes = execute_plan(plan, out, jobs=args.jobs, progress=report)
-    except KeyboardInterrupt:
+    finally:
         close()
-        print("sweep: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
-    close()
     failed = [o for o in outcomes if o.status == "failed"]
     counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "skipped", "failed")}
     print(f"sweep done: {counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed "

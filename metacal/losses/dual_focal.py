@@ -37,6 +37,8 @@ class DualFocalLoss(GammaLoss):
     ``gamma``: float or per-class list; per-sample ``gamma=`` tensor at call time (differentiable).
     """
 
+    confidence_knob = "gamma"  # as focal loss: a larger γ lowers confidence (Tao et al. 2023, §3)
+
     def __init__(self, gamma: float | list[float] = 5.0, reduction: str = "mean") -> None:
         super().__init__(gamma, reduction)
 

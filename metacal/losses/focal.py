@@ -111,6 +111,8 @@ class FocalLoss(GammaLoss):
     γ-Net's output enters (Wang & Golebiowski 2024, eq. 5).
     """
 
+    confidence_knob = "gamma"  # a larger γ down-weights confident samples: lower confidence (Mukhoti et al. 2020)
+
     def forward(
         self,
         logits: torch.Tensor,

@@ -17,6 +17,9 @@ from .registry import LOSSES
 class LabelSmoothingCE(Loss):
     """ℓ = −Σ_c [(1 − ε)·1[c = y] + ε/K] log p_c; ε = 0.05 (Wang & Golebiowski 2024 LS-0.05)."""
 
+    confidence_knob = "epsilon"  # the optimum's confidence is at most 1 − ε + ε/K: a larger ε lowers it
+    knob_range = (0.0, 1.0)
+
     def __init__(self, epsilon: float = 0.05, reduction: str = "mean") -> None:
         super().__init__(reduction)
         if not 0.0 <= epsilon <= 1.0:

@@ -4,4 +4,4 @@ from metacal.registry import Registry
 
 from .base import Loss
 
-LOSSES: Registry[Loss] = Registry("loss")
+LOSSES: Registry[Loss] = Registry("loss", listing="metacal.losses")

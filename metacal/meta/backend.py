@@ -53,6 +53,9 @@ class StepResult:
     # with meta horizon "trajectory": dJ/db of the γ-Net's bias b through every past step, per unit of the
     # batch's mean γ (dJ/db ÷ mean ∂γ_i/∂b; negative: asks for a larger γ)
     level_grad: torch.Tensor | None = None
+    # an update of the automatic scalar (metacal.meta.auto): its new value, the gap ĝ, its SE s, the band k·s,
+    # the step σ and the decision (+1 raise, −1 lower, 0 hold); None on every other iteration
+    control: dict[str, float] | None = None
 
 
 @dataclass

@@ -30,6 +30,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from metacal.objectives._inputs import check_targets
+from metacal.registry import unknown_name
+
 from .backend import StepContext, StepResult, real_step
 from .gamma_net import GammaNet
 from .hypergrad_head import head_meta_step
@@ -67,6 +70,17 @@ def average_over_processes(tensors: list[torch.Tensor]) -> None:
         t.div_(n)
 
 
+def check_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, name: str) -> None:
+    """One-line ValueError unless ``targets`` holds one integer class index in [0, K) per row of ``inputs``,
+    K = ``model.classifier.out_features`` (DDP's ``.module`` unwrapped; range unchecked without a linear head).
+    Called before anything changes. Float targets are refused: the losses' ``targets.long()`` would truncate
+    them silently (1.7 → class 1)."""
+    head = getattr(getattr(model, "module", model), "classifier", None)
+    k = head.out_features if isinstance(head, nn.Linear) else None
+    n = inputs.shape[0] if isinstance(inputs, torch.Tensor) and inputs.dim() > 0 else 0
+    check_targets(targets, n, k, name=f"{name} targets", rows=f"{name} inputs")
+
+
 class PlainStep:
     """A training iteration without meta-learning: ``prepare_batch`` → forward → loss → backward → step."""
 
@@ -80,6 +94,7 @@ class PlainStep:
         self.backward = backward if backward is not None else torch.Tensor.backward
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
+        check_batch(self.model, inputs, targets, "train")  # before mixup's generator or the model moves
         inputs, extra = self.loss.prepare_batch(inputs, targets)
         if getattr(self.loss, "needs_head_params", False):  # fixed learnable-L2 coefficients
             extra.update(head_weight=self.head.weight, head_bias=self.head.bias)
@@ -91,6 +106,9 @@ class PlainStep:
 
     def checkpointables(self) -> list[Any]:
         return []
+
+    def epoch_metrics(self) -> dict[str, float]:
+        return {}
 
 
 class MetaLearner:
@@ -142,11 +160,11 @@ class MetaLearner:
         horizon_decay: float = 1.0,
     ) -> None:
         if horizon not in HORIZONS:
-            raise ValueError(f"unknown meta horizon {horizon!r}; available: {', '.join(HORIZONS)}")
+            raise ValueError(unknown_name("meta horizon", horizon, HORIZONS))
         if horizon == "trajectory" and gamma_net is None:
             raise ValueError("horizon='trajectory' learns the γ-Net's bias: it needs gamma_net=")
         if backend not in BACKENDS:
-            raise ValueError(f"unknown meta backend {backend!r}; available: {', '.join(sorted(BACKENDS))}")
+            raise ValueError(unknown_name("meta backend", backend, sorted(BACKENDS)))
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive int, got {every!r}")
         for label, value in (("max_grad_norm", max_grad_norm), ("max_meta_grad_norm", max_meta_grad_norm)):
@@ -188,8 +206,24 @@ class MetaLearner:
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor,
              meta_batch: tuple[torch.Tensor, torch.Tensor] | None = None) -> StepResult:
-        """One iteration on the train batch and (on a meta step) ``meta_batch`` or the next ``meta_val`` batch."""
+        """One iteration on the train batch and (on a meta step) ``meta_batch`` or the next ``meta_val`` batch.
+
+        Both batches are checked first (:func:`check_batch`): a bad one raises ValueError before the model, the
+        optimizers, the tangents or the iteration count change (the meta objective would see it only after the
+        backbone step)."""
         is_meta = self.iteration % self.every == 0
+        check_batch(self.ctx.model, inputs, targets, "train")
+        if is_meta:
+            if meta_batch is None:
+                if self.meta_val is None:
+                    raise ValueError("a meta step needs the meta-validation batch: give meta_val= or "
+                                     "step(x, y, (xm, ym))")
+                meta_batch = next(self.meta_val)
+            if not isinstance(meta_batch, (tuple, list)) or len(meta_batch) != 2:
+                size = f" of length {len(meta_batch)}" if isinstance(meta_batch, (tuple, list)) else ""
+                raise ValueError(f"meta_batch must be a pair (inputs, targets), got a {type(meta_batch).__name__}{size}")
+            check_batch(self.ctx.model, *meta_batch, "meta-validation")
+            meta_inputs, meta_targets = (t.to(inputs.device) for t in meta_batch)
         self.iteration += 1
         self.ctx.model.train()
         before = self.trajectory.snapshot(self.ctx, inputs) if self.trajectory is not None else None
@@ -198,11 +232,6 @@ class MetaLearner:
             if before is not None:
                 self.trajectory.advance(self.ctx, before, inputs, targets)
             return StepResult(real.loss, None, real.meta.detach() if torch.is_tensor(real.meta) else None)
-        if meta_batch is None:
-            if self.meta_val is None:
-                raise ValueError("a meta step needs the meta-validation batch: give meta_val= or step(x, y, (xm, ym))")
-            meta_batch = next(self.meta_val)
-        meta_inputs, meta_targets = (t.to(inputs.device) for t in meta_batch)
         self.meta_optimizer.zero_grad(set_to_none=True)
         out = BACKENDS[self.backend](self.ctx, inputs, targets, meta_inputs, meta_targets)
         if before is not None:  # b's gradient through the whole trajectory replaces its one-step one
@@ -233,6 +262,9 @@ class MetaLearner:
         state = {j: saved["state"][old_index[id(p)]] for j, p in enumerate(current)
                  if old_index[id(p)] in saved["state"]}
         return {"state": state, "param_groups": self.meta_optimizer.state_dict()["param_groups"]}
+
+    def epoch_metrics(self) -> dict[str, float]:
+        return {}
 
     def checkpointables(self) -> list[Any]:
         """Stateful objects for accelerate's ``register_for_checkpointing``, in a fixed order."""

@@ -2,7 +2,7 @@
 trajectory for the γ-Net's bias b (real-time hyperparameter optimisation, "RTHO", Franceschi et al. 2017,
 "Forward and Reverse Gradient-Based Hyperparameter Optimization", §3; docs/conventions.md#trajectory).
 
-Why (docs/ablations/meta_signal.md, issue #14): the one-step hypergradient dJ(θ_{t+1})/dφ sees only the
+Why (docs/ablations/meta_signal.md): the one-step hypergradient dJ(θ_{t+1})/dφ sees only the
 effect of γ on the last SGD step. After the first epoch that effect is tiny and noisy, Adam normalises the
 noise into a random walk of γ, and the γ level a fixed-γ grid finds (≈ 2–3 where CE is over-confident) is
 never reached. The level is what matters most, and it acts through every past step; b sets it
@@ -14,9 +14,14 @@ trajectory (RTHO's approximation). Per parameter, with torch.optim.SGD's update 
 nesterov, weight decay wd, learning rate η; clip factor s a constant, as in the one-step backends)::
 
     D_t     = s·(H_t Z_t + ∂g_t/∂b) + wd·Z_t      with  H_t Z_t + ∂g_t/∂b = ∇θ[ g_t·Z_t + ∂L_t/∂b ]
-    V_{t+1} = D_t  (no buffer yet)   |   μ·V_t + (1 − τ)·D_t
+    V_{t+1} = D_t  (no buffer before the step: buf = clone(d))   |   μ·V_t + (1 − τ)·D_t  (buffer present)
     P_t     = V_{t+1}  (momentum)    |   D_t + μ·V_{t+1}  (nesterov)   |   D_t  (μ = 0)
     Z_{t+1} = Z_t − η·P_t
+
+Which branch of V applies is read from the optimizer's state BEFORE the real step (:meth:`snapshot`): a run
+that trained plain steps first already holds buffers, and V_t = 0 there (the old buffer does not depend on
+b), so the first tangent is (1 − τ)·D_t, not D_t. A trainable parameter the optimizer does not hold is never
+moved: Z = 0 for it (it still counts in the clipping norm, as in ``clip_grad_norm_(model.parameters())``).
 
 With ``decay`` β < 1, Z and V are multiplied by β before each step: the influence of b on a step k
 iterations back is weighted β^k (a truncated horizon of ≈ 1/(1 − β) steps); β = 0 is exactly the one-step
@@ -43,10 +48,13 @@ from .sgd_lookahead import clip_factor
 
 @dataclass
 class Snapshot:
-    """θ and the RNG state before the real step (what :meth:`TrajectoryHypergradient.advance` replays)."""
+    """θ, the RNG state and the optimizer's view of each parameter before the real step (what
+    :meth:`TrajectoryHypergradient.advance` replays and differentiates)."""
 
     params: dict[str, torch.Tensor]
     rng: RNGState
+    groups: dict[str, dict[str, Any]]  # the SGD param group of every parameter the optimizer holds
+    had_buffer: dict[str, bool]  # whether its momentum buffer existed before the step
 
 
 class TrajectoryHypergradient:
@@ -66,8 +74,15 @@ class TrajectoryHypergradient:
         self.dgamma_db = torch.ones(())  # mean_i ∂γ_i/∂b on the last train batch (sign: does b raise γ?)
 
     def snapshot(self, ctx: StepContext, inputs: torch.Tensor) -> Snapshot:
+        """Call BEFORE the real step: θ_t, the RNG state, and per parameter its SGD group (parameters the
+        optimizer does not hold are left out: their tangent stays 0) and whether it had a momentum buffer."""
         named = dict(ctx.model.named_parameters())
-        return Snapshot({n: named[n].detach().clone() for n in self.names}, RNGState(inputs.device))
+        group_of = {id(p): g for g in ctx.sgd.param_groups for p in g["params"]}
+        groups = {n: group_of[id(named[n])] for n in self.names if id(named[n]) in group_of}
+        state = ctx.sgd.state  # .get: reading must not add empty entries to the optimizer's state
+        had_buffer = {n: state.get(named[n], {}).get("momentum_buffer") is not None for n in groups}
+        return Snapshot({n: named[n].detach().clone() for n in self.names}, RNGState(inputs.device),
+                        groups, had_buffer)
 
     def advance(self, ctx: StepContext, before: Snapshot, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """Z_t, V_t → Z_{t+1}, V_{t+1} for the SGD step just taken from ``before`` (both first × ``decay``)."""
@@ -97,17 +112,22 @@ class TrajectoryHypergradient:
             second[i].detach() if second[i] is not None else torch.zeros_like(params[i]) for i in used
         ]
         ctx.average(directions)  # the real update uses the process-averaged gradient
-        named = dict(ctx.model.named_parameters())
-        groups = {id(p): g for g in ctx.sgd.param_groups for p in g["params"]}
         for i, d in zip(used, directions):
             name = self.names[i]
-            group = groups[id(named[name])]
+            group = before.groups.get(name)
+            if group is None:  # not held by the optimizer: not moved, Z stays 0
+                continue
             z = self.z.get(name)
             d = s * d if z is None else s * d + float(group["weight_decay"]) * z
             momentum, step_dir = float(group["momentum"]), d
             if momentum != 0:
                 v = self.v.get(name)
-                v = d if v is None else momentum * v + (1.0 - float(group["dampening"])) * d
+                if not before.had_buffer[name]:  # torch: buf = clone(d), no dampening
+                    v = d
+                elif v is None:  # buffer from steps before the tangent started: V_t = 0
+                    v = (1.0 - float(group["dampening"])) * d
+                else:
+                    v = momentum * v + (1.0 - float(group["dampening"])) * d
                 self.v[name] = v
                 step_dir = d + momentum * v if group["nesterov"] else v
             update = -float(group["lr"]) * step_dir

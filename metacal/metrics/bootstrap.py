@@ -19,6 +19,11 @@ model is clearly miscalibrated both cover near the nominal rate; near calibratio
 almost never covers the truth and the basic one does; at a true calibration error of exactly 0 no interval of the
 binned ECE covers (every resample's ECE is > 0), while the basic interval of the debiased L2 CE does.
 
+The estimate can lie outside its own interval: where the replicates sit mostly above θ̂ (a binned calibration
+error near calibration: every resample's gaps add noise, so its ECE is larger), the basic interval, which
+subtracts that bias, lies below θ̂ (often clipped at 0); the percentile interval then lies above θ̂.
+:func:`outside_note` says so in one line (the evaluate table's footnote; docs/conventions.md#intervals).
+
 Which metrics: every one of ``summary`` except the binning-free estimators, i.e. error, NLL, Brier, ECE, MCE,
 ACE, RMSCE, ECE-sweep, debiased L2 CE and classwise ECE — all B resamples, batched (:mod:`.weighted`: the
 resamples as count weights, a block of rows at a time), exactly the values ``summary`` gives on each resample.
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
 
@@ -41,6 +46,7 @@ from .weighted import SQUARED_L2_KEY, WEIGHTED_KEYS, WeightedSample
 SKIPPED_KEYS = ("sece", "kde_ece", "smece")  # summary's binning-free estimators (module docstring)
 METHODS = ("basic", "percentile")
 UPPER = {"nll": math.inf, "brier": 2.0}  # the largest possible value, for clipping; 1 for every other metric
+DOCS = "docs/conventions.md#intervals"  # where the interval rules, and an estimate outside its interval, are explained
 BLOCK_ELEMENTS = 2_000_000  # rows per block = this // N: bounds the (rows, N) float64 work arrays (~16 MB each)
 
 
@@ -146,6 +152,46 @@ def bootstrap_intervals(probs: torch.Tensor, labels: torch.Tensor, num_bins: int
         out[key] = [lo, hi]
     out["skipped"] = list(SKIPPED_KEYS) if binning_free else []
     return out
+
+
+def estimates_outside(ci: Mapping[str, Any], estimates: Mapping[str, float]) -> dict[str, str]:
+    """{metric: ``"above"`` or ``"below"``} for every metric of a ``"ci"`` object (:func:`bootstrap_intervals`)
+    whose estimate (``summary``'s value) lies outside its own interval, in ``WEIGHTED_KEYS`` order."""
+    out = {}
+    for key in WEIGHTED_KEYS:
+        if key in ci and key in estimates:
+            (low, high), value = ci[key], float(estimates[key])
+            if value > high + 1e-12 * (1 + abs(value)):
+                out[key] = "above"
+            elif value < low - 1e-12 * (1 + abs(value)):
+                out[key] = "below"
+    return out
+
+
+def outside_note(ci: Mapping[str, Any], estimates: Mapping[str, float],
+                 names: Mapping[str, str] | None = None) -> str | None:
+    """One line naming the metrics whose estimate lies outside its interval and why (module docstring), or
+    None when every estimate is inside; ``names`` maps a metric key to how the caller labels it."""
+    outside = estimates_outside(ci, estimates)
+    if not outside:
+        return None
+
+    def label(keys: list[str]) -> str:
+        return ", ".join((names or {}).get(key, key) for key in keys)
+
+    method = ci.get("method", "basic")
+    basic, parts = method == "basic", []
+    for side, other in (("above", "below"), ("below", "above")):
+        keys = [key for key, where in outside.items() if where == side]
+        if keys:  # basic reflects the resamples' offset from θ̂ to the other side; percentile follows them
+            parts.append(f"{label(keys)}: the estimate lies {side} its {method} interval because the resampled "
+                         f"values run {side if basic else other} it (the estimator's bias, which the {method} "
+                         f"interval {'subtracts' if basic else 'keeps'})")
+    low = [key for key in outside if 0.0 in ci[key]]
+    high = [key for key in outside if UPPER.get(key, 1.0) in ci[key]]
+    parts += [f"{label(keys)}: clipped at {where}" for keys, where in
+              ((low, "0, the metric's lower bound"), (high, "the metric's upper bound")) if keys]
+    return "; ".join(parts) + f"; see {DOCS}"
 
 
 @array_inputs("probs", "labels")

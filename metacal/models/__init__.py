@@ -33,7 +33,8 @@ from torch import nn
 from .base import Classifier
 from .features import ContractError, FeatureClassifier, keeps_contract, probe_contract, wrap
 from .registry import MODELS
-from .torchvision_models import PREFIX as TORCHVISION_PREFIX, build_torchvision, is_torchvision, resolve, torchvision_name
+from .torchvision_models import (PREFIX as TORCHVISION_PREFIX, build_torchvision, classification_models, is_torchvision,
+                                 resolve, torchvision_name)
 from .weights import WeightsMismatchError, load_weights
 from . import small_resnet  # noqa: F401  (small_resnet)
 from . import mlp  # noqa: F401  (mlp)
@@ -44,11 +45,13 @@ from . import densenet  # noqa: F401  (densenet100, densenet121)
 
 
 def check_name(name: str) -> None:
-    """UnknownNameError (listing the valid names) unless ``name`` is registered or ``torchvision:<known>``."""
+    """UnknownNameError (closest names first, metacal.registry.unknown_name) unless ``name`` is registered or
+    ``torchvision:<known>``; a torchvision network's bare name (``convnext_tiny``) gets ``torchvision:<name>``
+    suggested."""
     if is_torchvision(name):
         resolve(torchvision_name(name))
-    else:
-        MODELS.get(name)
+    elif name not in MODELS:
+        MODELS.get(name, more=[TORCHVISION_PREFIX + n for n in classification_models()])
 
 
 def build(name: str, num_classes: int, in_channels: int, **options: Any) -> nn.Module:
@@ -56,6 +59,7 @@ def build(name: str, num_classes: int, in_channels: int, **options: Any) -> nn.M
     listing the names; an option the model does not take raises ValueError listing the ones it does."""
     if is_torchvision(name):
         return build_torchvision(torchvision_name(name), num_classes=num_classes, in_channels=in_channels, **options)
+    check_name(name)
     builder = MODELS.get(name)
     accepted = [p for p in inspect.signature(builder).parameters
                 if p not in ("num_classes", "in_channels")]

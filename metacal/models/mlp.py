@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from metacal.registry import unknown_name
+
 from .base import Classifier, check_input_shape, check_sizes
 from .registry import MODELS
 
@@ -90,9 +92,7 @@ def mlp(
     if any(h < 1 for h in hidden):
         raise ValueError(f"mlp: hidden sizes must be positive, got {hidden}")
     if activation not in _ACTIVATIONS:
-        raise ValueError(
-            f"mlp: unknown activation {activation!r}; available: {', '.join(sorted(_ACTIVATIONS))}"
-        )
+        raise ValueError(f"mlp: {unknown_name('activation', activation, sorted(_ACTIVATIONS))}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"mlp: dropout must be in [0, 1), got {dropout}")
     return MLP(num_classes, int(in_features), hidden, activation, batch_norm, dropout)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from metacal.registry import UnknownNameError
+from metacal.registry import UnknownNameError, list_command, unknown_name
 
 from .base import check_input_shape, check_sizes
 from .features import FeatureClassifier, set_submodule
@@ -79,8 +79,8 @@ def resolve(name: str) -> Callable[..., nn.Module]:
     found = getattr(tvm, name, None)
     if isinstance(found, type) and issubclass(found, nn.Module):
         return found
-    raise UnknownNameError(f"unknown torchvision model {name!r}; classification models: {', '.join(builders)} "
-                           "(or a model class such as VisionTransformer)")
+    raise UnknownNameError(unknown_name("torchvision model", name, builders,
+                                        list_command("torchvision.models", "list_models(m)")))
 
 
 def _replace_first_conv(net: nn.Module, in_channels: int, name: str) -> None:

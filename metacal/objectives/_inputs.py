@@ -12,20 +12,26 @@ def check_logits_targets(logits: torch.Tensor, targets: torch.Tensor) -> None:
         raise ValueError(f"logits must be a 2-D tensor (N, K), got {shape}")
     if not logits.is_floating_point():
         raise ValueError(f"logits must be floating point, got {logits.dtype}; pass logits.float()")
+    check_targets(targets, logits.shape[0], logits.shape[1])
+
+
+def check_targets(targets: torch.Tensor, n: int, k: int | None, name: str = "targets", rows: str = "logits") -> None:
+    """Raise ValueError unless ``targets`` is a 1-D integer tensor of ``n`` class indices in [0, k) (the range
+    is not checked when ``k`` is None). Float targets are refused, not truncated: 1.7 is no class index.
+    ``name`` and ``rows`` (what has the n rows) word the one-line message."""
     if not isinstance(targets, torch.Tensor) or targets.dim() != 1:
         shape = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
-        raise ValueError(f"targets must be a 1-D tensor of class indices (N,), got {shape}")
+        raise ValueError(f"{name} must be a 1-D tensor of class indices (N,), got {shape}")
     if targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
-        raise ValueError(f"targets must hold integer class indices, got {targets.dtype}; pass targets.long()")
-    n, k = logits.shape
+        raise ValueError(f"{name} must hold integer class indices, got {targets.dtype}; pass targets.long()")
     if targets.shape[0] != n:
-        raise ValueError(f"logits has {n} rows but targets has {targets.shape[0]} entries; they must match")
+        raise ValueError(f"{rows} has {n} rows but {name} has {targets.shape[0]} entries; they must match")
     if n == 0 or k == 0:
-        raise ValueError(f"need at least one sample and one class, got logits of shape {(n, k)}")
-    if not torch.compiler.is_compiling():
+        raise ValueError(f"need at least one sample and one class, got {n} samples and {k} classes")
+    if k is not None and not torch.compiler.is_compiling():
         lo, hi = int(targets.min()), int(targets.max())
         if lo < 0 or hi >= k:
-            raise ValueError(f"targets must lie in [0, {k - 1}] for {k} classes, got values in [{lo}, {hi}]")
+            raise ValueError(f"{name} must lie in [0, {k - 1}] for {k} classes, got values in [{lo}, {hi}]")
 
 
 def check_positive(name: str, value: float) -> float:

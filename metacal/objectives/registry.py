@@ -23,7 +23,7 @@ from .sbece import sbece, sbece_label
 from .sece import sece
 
 Objective = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-OBJECTIVES: Registry[torch.Tensor] = Registry("objective")
+OBJECTIVES: Registry[torch.Tensor] = Registry("objective", listing="metacal.objectives")
 for _name, _fn in (("sece", sece), ("dece", dece), ("sbece", sbece), ("sbece_label", sbece_label),
                    ("avuc", avuc), ("savuc", savuc), ("mmce", mmce), ("mdca", mdca)):
     OBJECTIVES.register(_name)(_fn)

@@ -48,7 +48,7 @@ class CalibratorSpec:
         return self.build(num_bins)
 
 
-CALIBRATORS: Registry[CalibratorSpec] = Registry("post-hoc calibrator")
+CALIBRATORS: Registry[CalibratorSpec] = Registry("post-hoc calibrator", listing="metacal.posthoc")
 _ORDER: list[str] = []
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 METHOD_LABELS: dict[str, str] = {
     "ce": "CE",
     "focal": "Focal",
+    "focal2": "Focal γ = 2",
     "focal3": "Focal γ = 3",
+    "focal4": "Focal γ = 4",
+    "focal5": "Focal γ = 5",
     "flsd53": "FLSD-53",
     "ls005": "LS-0.05",
     "ls01": "LS-0.1",
@@ -26,6 +29,9 @@ METHOD_LABELS: dict[str, str] = {
     "bsce_gra": "BSCE-GRA",
     "focal_savuc": "Focal+S-AvUC",
     "nll_sbece": "NLL+SB-ECE",
+    "auto_gamma": "Focal, auto γ",
+    "auto_ls": "LS, auto ε",
+    "auto_dual_focal": "Dual focal, auto γ",
 }
 
 

@@ -49,6 +49,8 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
+from metacal.wording import current
+
 from .atomic_io import describe_write_failure, fsync_dir, fsync_tree, point_symlink, write_errors, write_text_atomic
 from .train_state import EpochProgress, TrainState  # noqa: F401  (the checkpoint's contents; re-exported)
 
@@ -69,12 +71,12 @@ def _write_failed(err: BaseException, checkpoints: Path, tmp: Path, final: Path)
     """Remove the partial checkpoint (that frees its space) and describe the failure in one line."""
     if tmp.exists():
         shutil.rmtree(tmp, ignore_errors=True)
-    latest = find_latest(checkpoints)
+    latest, said = find_latest(checkpoints), current()
     if latest is not None:
         kept = (f"the newest complete checkpoint {latest} is intact; free some space, then continue with "
-                f"--run-dir {checkpoints.parent} --resume")
+                f"{said.args(run_dir=checkpoints.parent, resume=True)}")
     else:
-        kept = "no complete checkpoint exists yet; free some space, then start again with --overwrite"
+        kept = f"no complete checkpoint exists yet; free some space, then start again with {said.arg('overwrite')}"
     return CheckpointWriteError(f"cannot write checkpoint {final}: {describe_write_failure(err, checkpoints)}; {kept}")
 
 
@@ -210,9 +212,9 @@ def no_checkpoint_message(root: Path) -> str:
     legacy = checkpoints / "latest"
     if legacy.is_dir() and not legacy.is_symlink() and (legacy / STATE_JSON).is_file():
         return (f"cannot resume: {legacy} was written by an older metacal without a manifest, so it cannot be "
-                "verified; start the run again with --overwrite")
+                f"verified; start the run again with {current().arg('overwrite')}")
     return (f"cannot resume: {root} holds no complete checkpoint yet ({checkpoints}/ckpt-*); "
-            "start it again with --overwrite")
+            f"start it again with {current().arg('overwrite')}")
 
 
 def verify_checkpoint(directory: Path) -> dict[str, Any]:

@@ -10,7 +10,8 @@ the message names the step; the last good checkpoint stays); 2 bad input (config
 unknown name, missing data, unusable run directory, missing/corrupt/incompatible checkpoint) — one
 line on stderr, nothing deleted; 75 preempted (SIGTERM: a checkpoint of the current step was saved;
 rerun with ``--resume``); 130 interrupted (Ctrl-C: the same, a second Ctrl-C aborts at once). Bad input
-never prints a traceback.
+never prints a traceback. Under ``torchrun`` / ``accelerate launch`` the launcher exits 1 and reports each
+process's code itself; the one line is said once, by rank 0, before the launcher's report (:func:`_report`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from metacal.data.errors import DataFormatError
 from metacal.registry import UnknownNameError
+from metacal.wording import CLI, speaking
 
 from .checkpoint import CheckpointError, find_latest
 from .compat import checkpoint_to_resume, saved_config
@@ -33,6 +36,7 @@ from .run_summary import end_of_run_summary, finished_note
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
 # OSError: FileNotFound, Permission…; DataFormatError: a user's image that stops decoding after the build-time check
 USER_ERRORS = (ConfigError, CheckpointError, UnknownNameError, DataFormatError, OSError)
+LAUNCHER_WAIT = 20.0  # seconds a rank other than 0 waits, after a failure, for the launcher to stop it (_report)
 
 EPILOG = f"""\
 exit codes:
@@ -111,9 +115,17 @@ def _remove_if_empty(path: Path) -> None:
 
 
 def _report(accelerator, message: str) -> None:
-    """One line on stderr (once, from the main process, when several processes run)."""
-    if accelerator is None or accelerator.is_main_process:
-        print(" ".join(message.split()), file=sys.stderr)
+    """One line on stderr, said once when a launcher started several processes: by rank 0. The others wait
+    for the launcher to stop them, which it does once rank 0 has exited (every rank reads the same config and
+    data, so they fail alike), so the line is what the user reads first, before the launcher's report; a rank
+    still running after :data:`LAUNCHER_WAIT` seconds met a fault of its own and says it."""
+    main = accelerator.is_main_process if accelerator is not None else os.environ.get("RANK", "0") == "0"
+    if not main:
+        try:
+            time.sleep(LAUNCHER_WAIT)
+        except KeyboardInterrupt:  # Ctrl-C reaches every rank; rank 0 says what happened
+            return
+    print(" ".join(message.split()), file=sys.stderr, flush=True)
 
 
 def _describe(err: BaseException) -> str:
@@ -125,6 +137,12 @@ def _describe(err: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: its messages name settings as flags (``--resume``, ``--set key=value``)."""
+    with speaking(CLI):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = parse_args(argv)
     paths = None
     from .loop import TrainingDivergedError, make_accelerator, train

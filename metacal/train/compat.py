@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from metacal.wording import current
+
 from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest, no_checkpoint_message
 from .config import Config, ConfigError, build_config, flatten, to_dict, upgrade_saved
 
@@ -57,7 +59,7 @@ def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) ->
         if a != b:
             raise CheckpointError(
                 f"cannot resume: {key} is {b!r} now but {a!r} in the checkpoint {where}; it fixes the "
-                f"architecture or saved state, so start a new run (another --run-dir) to change it")
+                f"architecture or saved state, so start a new run (another {current().name('run_dir')}) to change it")
 
 
 def checkpoint_to_resume(root: Path) -> Path:

@@ -2,8 +2,8 @@
 
 Constructor errors caused by the config (unknown parameter → TypeError, bad value → ValueError) become
 :class:`~metacal.train.config.ConfigError` naming the config section, so the CLI prints one line.
-Unknown registry names raise :class:`metacal.registry.UnknownNameError` unchanged (its message lists
-the valid names); missing data raises :class:`metacal.data.DataNotFoundError`.
+Unknown registry names raise :class:`metacal.registry.UnknownNameError` unchanged (its message names the
+closest valid names and where the full list is); missing data raises :class:`metacal.data.DataNotFoundError`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from metacal.registry import UnknownNameError
+from metacal.wording import current, speaking
 
 from .config import Config, ConfigError
 
@@ -51,12 +52,15 @@ def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> 
 
 
 def build_data(cfg: Config):
+    """The data bundle of ``data.*``; a message naming a dataset keyword says it as the config option it is
+    here (``--set data.options.download=true`` / ``overrides=["data.options.download=true"]``)."""
     from metacal import data
 
     check_buildable(cfg)
     data.DATASETS.get(cfg.data.name)  # unknown name → UnknownNameError before any loading
-    return construct(f"data ({cfg.data.name})", data.build, cfg.data.name, root=cfg.data.root,
-                     seed=cfg.data.seed, **cfg.data.options)
+    with speaking(current().in_config()):
+        return construct(f"data ({cfg.data.name})", data.build, cfg.data.name, root=cfg.data.root,
+                         seed=cfg.data.seed, **cfg.data.options)
 
 
 def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True,

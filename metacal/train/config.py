@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from metacal.meta.learner import BACKENDS, HORIZONS
+from metacal.registry import unknown_name
 from metacal.train.schema import (  # noqa: F401  (re-exported: the schema is part of this API)
     Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, MetaConfig, ModelConfig, OptimConfig,
     RunConfig, ScheduleConfig,
@@ -39,7 +40,7 @@ class ConfigError(ValueError):
 CHOICES = {
     "meta.backend": tuple(BACKENDS),
     "meta.horizon": HORIZONS,
-    "meta.learner": ("gamma_net", "loss"),
+    "meta.learner": ("gamma_net", "loss", "auto"),
     "meta.optimizer": ("adam", "sgd"),
     "optim.name": ("sgd", "adamw"),
     "schedule.name": ("step", "cosine", "constant"),
@@ -146,7 +147,7 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
             raise ConfigError(f"{key} '{value}' was renamed to '{renamed[value]}'")
     for key, valid in CHOICES.items():
         if (value := _get(cfg, key)) not in valid:
-            raise ConfigError(f"config key '{key}' must be one of {', '.join(valid)}; got {value!r}")
+            raise ConfigError(f"config key '{key}': {unknown_name('value', value, valid)}")
     if cfg.data.batch_size <= 0 or cfg.meta.batch_size <= 0 or cfg.data.eval_batch_size <= 0:
         raise ConfigError("batch sizes (data.batch_size, data.eval_batch_size, meta.batch_size) must be > 0")
     if cfg.run.checkpoint_every_steps < 0:

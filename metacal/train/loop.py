@@ -59,7 +59,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     metrics = finalize(cfg, paths, run.state, run.accelerator, run.tb, has_test=run.test_loader is not None)
     run.tb.close()
     run.accelerator.wait_for_everyone()
-    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.gamma_net, run.state, paths.root)
+    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.gamma_net, run.state, paths.root,
+                     run.stepper)
 
 
 def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Tensor | None]:
@@ -119,6 +120,7 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
         train_m.update(meta_steps=len(acc.offset_grads), meta_dgamma=_mean_over_processes(accelerator, float(offsets.mean())),
                        raise_gamma_frac=_mean_over_processes(accelerator, float((offsets < 0).double().mean())),
                        meta_grad_norm=_mean_over_processes(accelerator, float(torch.tensor(acc.meta_grad_norms).mean())))
+    train_m.update(run.stepper.epoch_metrics())  # the automatic scalar's last update (metacal/meta/auto.py)
     if acc.level_grads:  # the same signal for the γ level through the whole trajectory (meta.horizon)
         level = torch.tensor(acc.level_grads)
         train_m.update(raise_level_frac=_mean_over_processes(accelerator, float((level < 0).double().mean())))

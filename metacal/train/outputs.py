@@ -48,6 +48,8 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
             result["test"]["ci"] = bootstrap_intervals(test.probs, test.labels, cfg.eval.num_bins, spec)
         result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
+    if (auto := automatic_scalar(state.history, state.best_epoch)) is not None:
+        result["auto"] = auto
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     write_text_atomic(paths.history, json.dumps(state.history, indent=2))
     import matplotlib.pyplot as plt
@@ -91,3 +93,15 @@ def epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict
             parts.append(f"{name} err {m['error']:.4f} nll {m['nll']:.4f} ece {m['ece']:.4f}")
     parts.append(f"{seconds:.1f}s" + (" *" if improved else ""))
     return " | ".join(parts)
+
+
+def automatic_scalar(history: list[dict[str, Any]], selected: int) -> dict[str, Any] | None:
+    """metacal.meta.auto's scalar in metrics.json (None for other methods): its name; the value the selected
+    epoch's network trained with, and the gap ĝ ± s measured on it; the value after the last update."""
+    rows = [h["train"] for h in history if any(k.startswith("auto_") for k in h["train"])]
+    if not rows:
+        return None
+    knob = next(k[len("auto_"):-len("_trained")] for k in rows[-1] if k.startswith("auto_") and k.endswith("_trained"))
+    at = next((h["train"] for h in history if h["epoch"] == selected), rows[-1])
+    return {"knob": knob, "selected": at.get(f"auto_{knob}_trained"), "final": rows[-1][f"auto_{knob}"],
+            "gap_selected": at.get("auto_gap"), "gap_se_selected": at.get("auto_gap_se")}

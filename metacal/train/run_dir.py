@@ -20,7 +20,8 @@ Layout::
 
 An existing non-empty directory is never reused unless ``overwrite`` (wipes it) or ``resume``. The
 directory must be writable: this is checked up front (a probe file), so a read-only or impossible path
-fails before any training with one clear message.
+fails before any training with one clear message. Messages name the settings as the caller spells them
+(``--resume`` on the command line, ``resume=True`` from Python: :mod:`metacal.wording`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from metacal.wording import current
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def check_writable(path: Path) -> None:
         probe.unlink()
     except OSError as err:
         raise PermissionError(f"run directory {path} is not writable ({err.strerror or err}); "
-                              "choose another --run-dir or fix its permissions") from None
+                              f"choose another {current().name('run_dir')} or fix its permissions") from None
 
 
 def clear_run_dir(path: Path) -> None:
@@ -121,8 +124,9 @@ def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = Fa
     * otherwise an existing non-empty directory is an error (FileExistsError).
     In every case the directory must be writable (PermissionError otherwise).
     """
+    said = current()
     if resume and overwrite:
-        raise ValueError("--resume and --overwrite exclude each other")
+        raise ValueError(f"{said.arg('resume')} and {said.arg('overwrite')} exclude each other")
     path = Path(root)
     if resume:
         if not path.is_dir():
@@ -137,9 +141,8 @@ def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = Fa
         raise FileExistsError(f"run directory {path} exists and is not a directory")
     if path.is_dir() and any(path.iterdir()):
         if not overwrite:
-            raise FileExistsError(
-                f"run directory {path} already exists; pass --resume to continue it or --overwrite to replace it"
-            )
+            raise FileExistsError(f"run directory {path} already exists; pass {said.arg('resume')} to continue it "
+                                  f"or {said.arg('overwrite')} to replace it")
         check_writable(path)
         if not defer_overwrite:
             clear_run_dir(path)
@@ -148,7 +151,7 @@ def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = Fa
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise PermissionError(f"cannot create run directory {path} ({err.strerror or err}); "
-                              "choose another --run-dir") from None
+                              f"choose another {said.name('run_dir')}") from None
     check_writable(path)
     return RunPaths(path)
 

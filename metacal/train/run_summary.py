@@ -54,6 +54,10 @@ def end_of_run_summary(metrics: dict[str, Any], paths: RunPaths, epochs: int) ->
         line += (f"; after temperature scaling (T = {float(ts.get('temperature', float('nan'))):.3f}, fitted by NLL "
                  f"on validation): error {_pct(ts, 'error')}, ECE {_pct(ts, 'ece')}")
     lines.append(line)
+    if auto := metrics.get("auto"):  # metacal/meta/auto.py: the value the run settled on
+        lines.append(f"automatic {auto['knob']}: {auto['selected']:.3g} at the selected epoch (gap "
+                     f"{100 * auto['gap_selected']:+.2f} ± {100 * auto['gap_se_selected']:.2f} points on meta-val), "
+                     f"{auto['final']:.3g} at the end")
     lines.append(f"all numbers: {paths.metrics}; predictions: {paths.predictions}/; "
                  f"reliability diagram: {paths.reliability}")
     return "\n".join(lines)

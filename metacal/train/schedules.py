@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 import torch
 
+from metacal.registry import unknown_name
+
 SCHEDULES = ("step", "cosine", "constant")
 
 
@@ -34,7 +36,7 @@ def lr_factor(name: str, epochs: int, steps_per_epoch: int, warmup_epochs: float
               milestones: Sequence[int] = (), lr_decay: float = 0.1) -> Callable[[int], float]:
     """factor(t) of the module docstring, for iteration t = 0, 1, …"""
     if name not in SCHEDULES:
-        raise ValueError(f"unknown schedule {name!r}; available: {', '.join(SCHEDULES)}")
+        raise ValueError(unknown_name("schedule", name, SCHEDULES))
     total = epochs * steps_per_epoch
     warmup = max(1, round(warmup_epochs * steps_per_epoch)) if warmup_epochs > 0 else 0
     if warmup >= total:

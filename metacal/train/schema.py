@@ -56,17 +56,23 @@ class MetaConfig:
     shape_lr_scale: float = 1.0
     objective: str = "sece"  # a metacal.objectives name (the meta-validation objective)
     objective_params: Dict[str, Any] = field(default_factory=dict)
-    # What the meta step learns: "gamma_net" (FLγ-*: focal loss with per-sample γ from a γ-Net) or
-    # "loss" (the loss's own meta_parameters(), e.g. ce_learnable_l2 coefficients for CE-DECE/SECE).
+    # What the meta step learns: "gamma_net" (FLγ-*: focal loss with per-sample γ from a γ-Net), "loss" (the
+    # loss's own meta_parameters(), e.g. ce_learnable_l2 coefficients for CE-DECE/SECE) or "auto" (one scalar
+    # of the loss, focal γ or label-smoothing ε, found as the root of the meta-val calibration gap,
+    # metacal/meta/auto.py: meta.lr is its first step, meta.gamma_net.init_gamma its start, meta.controller the rest)
     learner: str = "gamma_net"
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
+    # learner=auto: band (k, in standard errors), grow, shrink, max (the scalar's upper end), updates_per_epoch,
+    # sample (meta-val samples per measurement; null: all) — metacal/train/steps.py, AUTO_DEFAULTS
+    controller: Dict[str, Any] = field(default_factory=dict)
     ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
     every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)
     max_meta_grad_norm: Optional[float] = None  # clip φ's gradient (total norm)
     max_backbone_grad_norm: Optional[float] = None  # clip the backbone's gradient in meta runs (total norm)
     optimizer: str = "adam"  # adam | sgd
     # 1e-4, not Bohdal et al.'s 1e-3: with τ = 0.01 an Adam step of 1e-3 on the γ-Net's bias moves γ by 0.1
-    # per iteration and the one-step γ-Net runs away (γ ≈ 20 on the over-confident MNIST-1D regime, issue #14);
+    # per iteration and the one-step γ-Net runs away (max γ 22 already at 3e-4 on the over-confident MNIST-1D
+    # regime, docs/ablations/meta_signal.md);
     # every shipped config uses this value except the trajectory method, whose restoring signal takes 1e-3
     lr: float = 1e-4
     weight_decay: float = 0.0

@@ -13,6 +13,7 @@ from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration, set_seed
 
 from metacal.meta import MetaLearner, PlainStep
+from metacal.wording import current
 
 from . import components, launch_info, preemption
 from .atomic_io import write_text_atomic
@@ -39,6 +40,7 @@ class RunResult:
     gamma_net: torch.nn.Module | None
     state: TrainState
     run_dir: Path | None = None  # where config.yaml, checkpoints/, metrics.json … are
+    stepper: Any = None  # the iteration (PlainStep, MetaLearner or metacal.meta.auto.AutoScalar) with its state
 
 
 def make_accelerator(cfg: Config) -> Accelerator:
@@ -104,7 +106,7 @@ class Run:
         signum = preemption.requested_signal()
         what = f"checkpoint saved: {saved}" if saved is not None else "no checkpoint (run.save_checkpoints=false)"
         return preemption.Preempted(f"stopped by {preemption.signal_name(signum)} after {where}; {what}; "
-                                    f"continue with --run-dir {self.paths.root} --resume", signum)
+                                    f"continue with {current().args(run_dir=self.paths.root, resume=True)}", signum)
 
 
 def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
@@ -133,10 +135,10 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
     raw_optimizer = components.build_optimizer(cfg, model)
     loaders = components.make_loaders(cfg, bundle)
     model, optimizer, *loaders = accelerator.prepare(model, raw_optimizer, *loaders)
-    stepper = build_step(cfg, accelerator, model, loss_fn, optimizer, bundle)
     steps_per_epoch = len(loaders[0])
     if cfg.run.max_steps_per_epoch is not None:
         steps_per_epoch = min(steps_per_epoch, cfg.run.max_steps_per_epoch)
+    stepper = build_step(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
     scheduler = components.build_scheduler(cfg, raw_optimizer, steps_per_epoch)
     run = Run(cfg, paths, accelerator, model, loss_fn, optimizer, scheduler, stepper, *loaders,
               steps_per_epoch=steps_per_epoch, config_yaml=to_yaml(cfg))

@@ -40,6 +40,8 @@ class TBLogger:
 
     def step_scalars(self, out: Any, step: int) -> None:
         """The meta-step diagnostics of one iteration's :class:`metacal.meta.StepResult` (none on plain steps)."""
+        if self.writer is not None and out.control is not None:  # an update of the automatic scalar
+            self.scalars("auto", out.control, step)
         if self.writer is None or out.meta_objective is None:
             return
         values = {"meta_objective": out.meta_objective}

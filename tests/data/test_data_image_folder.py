@@ -223,12 +223,37 @@ def test_missing_root_and_layout(tmp_path, rgb_tree):
         data.build("image_folder", root=tmp_path / "nope")
     one_line(info.value, str(tmp_path / "nope"), "'image_folder' not found", "DIR/train/<class>")
     root, _ = rgb_tree
-    with pytest.raises(data.DataNotFoundError) as info:  # pointed at train/ itself: no train/ below it
-        data.build("image_folder", root=root / "train")
-    one_line(info.value, str(root / "train" / "train"), "holds train/")
+    with pytest.raises(data.DataFormatError) as info:  # a folder of images, no class folders
+        data.build("image_folder", root=root / "train" / "cat")
+    one_line(info.value, str(root / "train" / "cat"), "no class folders", "DIR/<class>/*.png")
     with pytest.raises(data.DataFormatError) as info:
         data.build("image_folder")
     one_line(info.value, "needs data.root")
+
+
+def test_a_plain_imagefolder_root_is_the_training_set(rgb_tree):
+    """data.root = DIR/train (class folders, no train/ below): the same training set, no test set."""
+    root, _ = rgb_tree
+    split, plain = data.build("image_folder", root=root, seed=4), data.build("image_folder", root=root / "train", seed=4)
+    assert (plain.classes, plain.test) == (CLASSES, None)
+    assert {k: v for k, v in split.sizes().items() if k != "test"} == plain.sizes()
+    assert torch.equal(plain.meta_val[2][0], split.meta_val[2][0]) and plain.info["train_dir"] == str(root / "train")
+
+
+def test_which_layout_a_folder_named_train_means(tmp_path):
+    """Split folders when train/ holds sub-folders or DIR holds only train/val/test; else train is a class."""
+    rng = np.random.default_rng(1)
+    img = [rng.integers(0, 256, (4, 4, 3), dtype=np.uint8) for _ in range(5)]
+    classes = write_tree(tmp_path / "vehicles", {".": {"bus": img, "car": img, "train": img}})
+    assert data.build("image_folder", root=classes).classes == ["bus", "car", "train"]
+    splits = write_tree(tmp_path / "with_stray", {"train": {"bus": img, "car": img}, "test": {"bus": img, "car": img}})
+    (splits / "__MACOSX").mkdir()  # another folder beside train/ holding class folders: still split folders
+    b = data.build("image_folder", root=splits)
+    assert b.classes == ["bus", "car"] and len(b.test) == 10
+    flat = write_tree(tmp_path / "no_classes", {".": {"train": img, "val": img}})  # images directly in train/
+    with pytest.raises(data.DataFormatError) as info:
+        data.build("image_folder", root=flat)
+    one_line(info.value, str(flat / "train"), "no class folders")
 
 
 @pytest.mark.parametrize("options, fragment", [

@@ -115,7 +115,7 @@ def _corrupt_image(tmp_path):
 
 def _label_out_of_range(tmp_path):
     path = write_arrays(tmp_path / "a.npz", y_test=np.array([0, 1, 2, 3, 4] + [0] * 7))
-    return "arrays", path, [str(path), "y_test: label 4 at index 4 is out of range 0..3"]
+    return "arrays", path, [f"{path}: y_test[4] = 4 is outside 0..3 (num_classes 4)"]
 
 
 def _non_integer_label(tmp_path):
@@ -148,4 +148,77 @@ def test_bad_input_is_one_line_exit_2_and_no_run_dir(cli, tmp_path, make):
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+    assert not run_dir.exists()
+
+
+def _labels(n: int = 50, **changes: int) -> np.ndarray:
+    y = np.arange(n) % 4
+    for index, label in changes.items():
+        y[int(index.removeprefix("at"))] = label
+    return y
+
+
+@pytest.mark.parametrize("y_train, overrides, expected", [
+    (_labels(at17=12), [], "y_train[17] = 12 is outside 0..3 (classes 4..11 never occur); fix the label, or set "
+                           "num_classes=13 (data.options.num_classes) if classes really lack training samples"),
+    (_labels(at17=4, at30=7), ["data.options.num_classes=4"], "y_train[17] = 4 is outside 0..3 (num_classes 4; "
+                                                              "2 labels outside)"),
+    (_labels(at3=-1), [], "y_train[3] = -1 is outside 0..3 (labels count from 0)"),
+    (_labels(at3=-1), ["data.options.num_classes=5"], "y_train[3] = -1 is outside 0..4 (num_classes 5)"),
+], ids=["stray label", "above num_classes", "negative", "negative with num_classes"])
+def test_a_label_out_of_range_is_named_with_its_index(cli, tmp_path, y_train, overrides, expected):
+    """Not "missing classes": the offending value, its index in y_train and the range, as the CLI prints it."""
+    path = write_arrays(tmp_path / "emb.npz", y_train=y_train)
+    run_dir = tmp_path / "run"
+    code, out, err = cli(CONFIGS / "arrays" / "ce.yaml", run_dir, f"data.root={path}", *overrides)
+    assert code == 2 and err == f"error: data (arrays): {path}: {expected}\n", err
+    assert not run_dir.exists()
+
+
+def test_a_plain_imagefolder_root_through_the_cli(cli, tmp_path):
+    """--set data.root=my_images/train, a directory of class folders (torchvision's ImageFolder root), is the
+    training set itself; it is not searched as my_images/train/train."""
+    root = write_images(tmp_path / "my_images")
+    run_dir = tmp_path / "run"
+    code, out, err = cli(CONFIGS / "image_folder" / "ce.yaml", run_dir, f"data.root={root / 'train'}",
+                         "data.batch_size=8")
+    assert code == 0, err
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["val"]["n"], metrics["val"]["num_classes"], metrics["test"]) == (3, 3, None)
+
+
+def test_readme_image_folder_flgamma_sece_on_a_small_folder(tmp_path, monkeypatch, capsys):
+    """The README's image-folder FLγ-SECE command, as written (meta.batch_size 128 from the config), on a folder
+    of 3 × 10 images: the meta batch is clamped to the 3-sample meta-val split with one warning line."""
+    import shlex
+
+    import torch
+    import torchvision
+
+    from metacal.train.cli import main
+
+    readme = (REPO / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if "image_folder/flgamma_sece.yaml" in ln and "resnet18" in ln)
+    argv = shlex.split(line)
+    assert argv[:3] == ["python", "-m", "metacal.train"] and "data.root=my_images" in argv
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    write_images(tmp_path / "my_images", test=False)
+    torch.save(torchvision.models.resnet18().state_dict(), tmp_path / "resnet18.pth")
+    monkeypatch.chdir(tmp_path)
+    code = main([*argv[3:], "--run-dir", "run", "--set", *TINY])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.err == ("warning: meta.batch_size 128 is larger than the meta-val split (3 samples); using meta "
+                       "batches of 3\n")
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["finished"] is True
+
+
+def test_an_empty_meta_val_split_is_one_line(cli, tmp_path):
+    root = write_images(tmp_path / "pets")
+    run_dir = tmp_path / "run"
+    code, out, err = cli(CONFIGS / "image_folder" / "flgamma_sece.yaml", run_dir, f"data.root={root}",
+                         "data.options.split=[0.9,0.1,0.0]")
+    assert code == 2 and err == ("error: the meta step needs meta-validation samples, one per process at least (1), "
+                                 "but the meta-val split has 0; give it a share with data.options.split (train, val, "
+                                 "meta_val fractions; default [0.8, 0.1, 0.1]) and no data.options.fold_meta_val\n"), err
     assert not run_dir.exists()

@@ -61,7 +61,7 @@ def test_train_subset_and_eval_view():
 
 @pytest.mark.parametrize("make, fragment", [
     (lambda: (TensorDataset(torch.zeros(4, 2), torch.tensor([0, 1, 0, 5])), {"num_classes": 3}),
-     "label 5 at index 3 is out of range 0..2"),
+     "custom: train labels[3] = 5 is outside 0..2 (num_classes 3)"),
     (lambda: (TensorDataset(torch.zeros(4, 2), torch.eye(4)[:, :2]), {}), "one-hot"),
     (lambda: (TensorDataset(torch.zeros(4, 2), torch.tensor([0.0, 1.0, 0.25, 1.0])), {}), "non-integer label 0.25"),
     (lambda: ([(torch.zeros(2), 0), (torch.zeros(2), 1)] * 5, {}), None),

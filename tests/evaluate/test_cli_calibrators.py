@@ -79,11 +79,11 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case):
         np.savez(val, **data)
         needle = "NaN or inf in 1 row"
     elif case == "unknown name":
-        extra, needle = ["--calibrators", "vector,platt"], "unknown name(s) platt; choose from ts_nll"
+        extra, needle = ["--calibrators", "vector,platt"], "unknown post-hoc calibrator 'platt'; available: ts_nll, ts_ece"
     elif case == "no calib":
         extra, needle = ["--calibrators", "vector"], "--calibrators needs --calib"
     else:
-        extra, needle = ["--calibrators", ","], "(none given)"
+        extra, needle = ["--calibrators", ","], "--calibrators: no name given; choose from ts_nll"
     plot = tmp_path / "rel.png"
     argv = [test, "--json", "--plot", plot, *extra] + ([] if case == "no calib" else ["--calib", val])
     code, out, err = run(argv, capsys)

@@ -182,7 +182,7 @@ def one_line(err: BaseException) -> str:
 
 
 @pytest.mark.parametrize("build,match", [
-    (lambda: models.build("torchvision:resnet19", 10, 3), "unknown torchvision model 'resnet19'; classification models: "),
+    (lambda: models.build("torchvision:resnet19", 10, 3), "unknown torchvision model 'resnet19'; did you mean resnet18,"),
     (lambda: models.build("torchvision:squeezenet1_0", 10, 3, input_shape=(3, 32, 32)), "no nn.Linear of SqueezeNet"),
     (lambda: resnet18(feature_layer="layer9"), "feature_layer 'layer9' is not a module of ResNet"),
     (lambda: resnet18(feature_layer="bn1"), "modified in place later in the forward pass"),

@@ -1,6 +1,8 @@
-"""A non-editable install works on its own: ``pip install`` of a copy of the project into a fresh venv
-(system site packages for torch & co., no network), then, from a directory outside the repository, the
-module entry point, the console scripts and a one-run sweep whose trainer is ``python -m metacal.train``."""
+"""A non-editable install works on its own: a wheel of a copy of the project, built by the test
+environment's own pip (an isolated build with a current setuptools, as any user's ``pip install .``),
+installed into a fresh venv that sees the test environment's packages (torch & co.) through a ``.pth`` line;
+then, from a directory outside the repository, the module entry point, the console scripts and a one-run
+sweep whose trainer is ``python -m metacal.train``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -35,15 +38,22 @@ def test_non_editable_install_runs_outside_the_repo(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
     shutil.copytree(REPO / "metacal", src / "metacal", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    venv = tmp_path / "venv"
-    # no pip inside the venv: ensurepip's bundled setuptools cannot build a wheel offline; the system pip and
-    # setuptools (seen through --system-site-packages) install into the venv's own site-packages
-    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], tmp_path, dict(os.environ))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["OMP_NUM_THREADS"] = "1"
+    # The wheel: built by this environment's pip in an isolated build environment, so neither the base
+    # interpreter's nor this venv's (possibly old, wheel-less) setuptools matters.
+    wheels = tmp_path / "wheels"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, src], tmp_path, env, timeout=600)
+    (wheel,) = wheels.glob("metacal-*.whl")
+    # The venv: its own pip installs the wheel; the dependencies come from this environment's site-packages
+    # (a .pth line; --system-site-packages would give the base interpreter's, which need not have torch).
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", venv], tmp_path, env)
     python, bin_dir = venv / "bin" / "python", venv / "bin"
-    _run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", src],
-         tmp_path, env)
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, env)
+    ours = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    (Path(purelib.stdout.strip()) / "test_env_packages.pth").write_text("\n".join(sorted(ours)) + "\n")
+    _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel], tmp_path, env)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
 

@@ -50,12 +50,18 @@ def wait_for(condition, proc: subprocess.Popen, timeout: float = 180.0) -> None:
         time.sleep(0.02)
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
 def test_killed_sweep_skips_finished_resumes_interrupted(signum, tmp_path):
     configs, out = write_configs(tmp_path / "configs"), tmp_path / "out"
     run = {stem: out / stem / "seed0" for stem in EPOCHS}
-    proc = sweep(configs, out, start_new_session=True)  # its own process group, as a terminal job
+    # its own process group, as a terminal job; started with SIGINT ignored, as a non-interactive shell starts
+    # a background job (`sweep … &`): the sweep must still stop on Ctrl-C and exit 130 like its trainer
+    proc = sweep(configs, out, start_new_session=True, preexec_fn=_ignore_sigint)
     try:  # stop once the long run has its first (end of epoch 1) checkpoint
         wait_for(lambda: any((run["b_long"] / "checkpoints").glob("ckpt-*")), proc)
         os.killpg(proc.pid, signum)

@@ -132,7 +132,9 @@ def test_every_loss_and_meta_method(case, tmp_path, monkeypatch):
     assert m["finished"] and m["test"]["n"] == 40 and np.isfinite(m["test"]["nll"])
     train = result.state.history[0]["train"]
     cfg = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
-    if cfg["meta"]["enabled"]:  # the meta step ran: its objective was logged
+    if cfg["meta"]["enabled"] and cfg["meta"]["learner"] == "auto":  # the scalar's update was logged
+        assert np.isfinite(train["auto_gap"]) and "meta_objective" not in train
+    elif cfg["meta"]["enabled"]:  # the meta step ran: its objective was logged
         assert np.isfinite(train["meta_objective"])
     else:
         assert "meta_objective" not in train
@@ -238,7 +240,17 @@ BAD = {
     "adamw with meta": (lambda: (_linear(4), blobs(40), ["optim.name=adamw", "meta.enabled=true"]), ConfigError,
                         "optim.name=adamw cannot be used with meta.enabled"),
     "bad loss parameter": (lambda: (_linear(4), blobs(40), ["loss.params={nope: 1}"]), ConfigError, "loss.params"),
+    "label out of range": (lambda: (_linear(4), _relabelled(blobs(40), 17, 7), ["data.options.num_classes=4"]),
+                           DataFormatError, "metacal.fit: train labels[17] = 7 is outside 0..3 (num_classes 4)"),
+    "negative label": (lambda: (_linear(4), _relabelled(blobs(40), 5, -1), []), DataFormatError,
+                       "metacal.fit: train labels[5] = -1 is outside 0..3 (labels count from 0)"),
 }
+
+
+def _relabelled(data: TensorDataset, index: int, label: int) -> TensorDataset:
+    y = data.tensors[1].clone()
+    y[index] = label
+    return TensorDataset(data.tensors[0], y)
 
 
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))

@@ -226,8 +226,8 @@ def config(**sections):
     ({"optim": {"name": "adamw"}, "meta": {"enabled": True}},
      "optim.name=adamw cannot be used with meta.enabled: the meta step differentiates through torch.optim.SGD's "
      "update (metacal/meta/sgd_lookahead.py); use optim.name=sgd"),
-    ({"optim": {"name": "adam"}}, "config key 'optim.name' must be one of sgd, adamw; got 'adam'"),
-    ({"schedule": {"name": "linear"}}, "config key 'schedule.name' must be one of step, cosine, constant; got 'linear'"),
+    ({"optim": {"name": "adam"}}, "config key 'optim.name': unknown value 'adam'; did you mean adamw? available: sgd, adamw"),
+    ({"schedule": {"name": "linear"}}, "config key 'schedule.name': unknown value 'linear'; available: step, cosine, constant"),
     ({"optim": {"betas": [0.9]}}, "optim.betas must be two numbers in [0, 1); got [0.9]"),
     ({"optim": {"eps": 0.0}}, "optim.eps must be > 0; got 0.0"),
     ({"optim": {"backbone_lr_scale": -1.0}}, "optim.backbone_lr_scale must be >= 0; got -1.0"),

@@ -221,8 +221,9 @@ def test_every_dataset_has_every_method_on_a_shared_base():
 
 
 def test_meta_lr_of_every_shipped_config_is_the_schema_default():
-    """Issue #14: a user who writes a config without meta.lr gets what every shipped config uses (the one
-    method that differs, the trajectory level, sets its own in configs/methods/)."""
+    """A user who writes a config without meta.lr gets what every shipped config uses (the methods that
+    differ set their own in configs/methods/: the trajectory level, and the automatic γ, whose meta.lr is a
+    step of γ rather than a learning rate)."""
     from metacal.meta import MetaLearner
     from metacal.train.config import MetaConfig
     import inspect
@@ -237,6 +238,8 @@ def test_meta_lr_of_every_shipped_config_is_the_schema_default():
         cfg = load_config(path)
         if "trajectory" in path.stem:
             assert cfg.meta.lr == 1e-3, path
+        elif cfg.meta.learner == "auto" and cfg.meta.enabled:  # meta.lr is the first step of the scalar
+            assert cfg.meta.lr == 1.0, path
         elif cfg.meta.enabled:
             assert cfg.meta.lr == default, path
             checked += 1

@@ -6,6 +6,8 @@
 2. Plain CE with a BatchNorm-free MLP, momentum SGD, 5 steps: with the global batch of 32 split 16 + 16,
    DDP's averaged gradient equals the single-process gradient of the same 32 samples, so the parameters
    match a 1-process run up to float32 summation order: tolerance atol 1e-6 (observed ≤ 1e-7).
+3. The automatic γ (meta.learner=auto), 3 updates: each rank measures its half of the meta-val sample, the
+   summed gap gives every rank the same γ.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ META = deep_merge(TINY, {**MLP, **ONE_EPOCH, "loss": {"name": "focal"}, "run": {
                          "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece", "backend": "jvp",
                                   "lr": 0.01}})
 PLAIN = deep_merge(TINY, {**MLP, **ONE_EPOCH, "loss": {"name": "ce"}, "run": {"max_steps_per_epoch": 5}})
+AUTO = deep_merge(TINY, {**MLP, **ONE_EPOCH, "loss": {"name": "focal", "params": {"gamma": 1.0}},
+                         "run": {"max_steps_per_epoch": 6},
+                         "meta": {"enabled": True, "learner": "auto", "lr": 1.0, "gamma_net": {"init_gamma": 1.0},
+                                  "controller": {"updates_per_epoch": 3, "band": 0.0}}})
 
 
 def write(path: Path, data: dict) -> Path:
@@ -39,7 +45,7 @@ def write(path: Path, data: dict) -> Path:
 @pytest.fixture(scope="module")
 def two_process_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp")
-    configs = [write(tmp / "meta.yaml", META), write(tmp / "plain.yaml", PLAIN)]
+    configs = [write(tmp / "meta.yaml", META), write(tmp / "plain.yaml", PLAIN), write(tmp / "auto.yaml", AUTO)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(HERE / "ddp_worker.py"), str(tmp / "out"), *map(str, configs)]
@@ -92,3 +98,15 @@ def test_plain_steps_match_single_process_with_same_global_batch(two_process_run
     initial = components.build_model(cfg, components.build_data(cfg)).state_dict()
     moved = max(float((expected[f"model.{k}"] - v).abs().max()) for k, v in initial.items())
     assert moved > 1e-2
+
+
+@pytest.mark.slow
+def test_automatic_gamma_is_one_value_on_every_rank(two_process_runs):
+    """meta.learner=auto: each rank measures its half of meta-val; the summed gap gives both the same γ."""
+    out = two_process_runs / "out" / "auto"
+    r0, r1 = load(out / "rank0.pt"), load(out / "rank1.pt")
+    assert int(r0["auto.updates"]) == int(r1["auto.updates"]) == 3
+    assert float(r0["auto.value"]) == float(r1["auto.value"]) != 1.0  # one γ, and it moved (band 0)
+    assert float(r0["auto.gap"]) == float(r1["auto.gap"])
+    for name in r0:
+        torch.testing.assert_close(r0[name], r1[name], rtol=0, atol=0)

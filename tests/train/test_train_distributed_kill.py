@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from train_tiny import TINY, deep_merge, read_metrics
+from train_tiny import TINY, assert_same_numbers, deep_merge, read_metrics
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -94,15 +94,12 @@ def test_sigkill_one_rank_then_resume_matches_uninterrupted_two_process_run(tmp_
     expected, got = read_metrics(reference), read_metrics(run_dir)
     assert got["epoch"] == expected["epoch"] and got["finished"]
     for split in ("val", "test", "test_after_ts"):
-        assert got[split].keys() == expected[split].keys()
-        for key, value in expected[split].items():
-            assert got[split][key] == pytest.approx(value, abs=1e-6), (split, key)
+        assert_same_numbers(expected[split], got[split], 1e-6, split)
     history = [json.loads((r / "history.json").read_text()) for r in (reference, run_dir)]
     assert [h["epoch"] for h in history[1]] == [1, 2]
     for ea, eb in zip(*history):
         for part in ("train", "val", "test"):
-            for key, value in ea[part].items():
-                assert eb[part][key] == pytest.approx(value, abs=1e-6), (ea["epoch"], part, key)
+            assert_same_numbers(ea[part], eb[part], 1e-6, (ea["epoch"], part))
     a, b = final_state(reference), final_state(run_dir)
     assert a.keys() == b.keys() and any(k.startswith("optimizer.") for k in a)
     for name, value in a.items():

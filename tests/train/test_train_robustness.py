@@ -26,7 +26,7 @@ import faults
 import pytest
 import torch
 import yaml
-from train_tiny import TINY, deep_merge, read_metrics
+from train_tiny import TINY, assert_same_numbers, deep_merge, read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = {"model": {"name": "mlp", "options": {"hidden": [32]}}, "schedule": {"epochs": 3, "milestones": [2]},
@@ -103,15 +103,12 @@ def assert_same_run(a: Path, b: Path) -> int:
     ma, mb = read_metrics(a), read_metrics(b)
     assert ma["epoch"] == mb["epoch"]
     for split in ("val", "test", "test_after_ts"):
-        assert ma[split].keys() == mb[split].keys()
-        for key in ma[split]:
-            assert mb[split][key] == pytest.approx(ma[split][key], abs=1e-6), (split, key)
+        assert_same_numbers(ma[split], mb[split], 1e-6, split)
     ha, hb = (json.loads((r / "history.json").read_text()) for r in (a, b))
     assert [h["epoch"] for h in hb] == [1, 2, 3]
     for ea, eb in zip(ha, hb):
         for part in ("train", "val"):
-            for key, value in ea[part].items():
-                assert eb[part][key] == pytest.approx(value, abs=1e-6), (ea["epoch"], part, key)
+            assert_same_numbers(ea[part], eb[part], 1e-6, (ea["epoch"], part))
     compared = 0
     for name in STATE_FILES:
         fa, fb = a / "checkpoints" / "latest" / name, b / "checkpoints" / "latest" / name

@@ -21,7 +21,7 @@ def test_new_empty_existing_and_overwrite(tmp_path):
     assert fresh.root.is_dir() and fresh.latest == tmp_path / "a" / "b" / "checkpoints" / "latest"
     assert prepare_run_dir(tmp_path / "a" / "b").root.is_dir()  # still empty: fine to use
     (fresh.root / "metrics.json").write_text("{}")
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    with pytest.raises(FileExistsError, match="pass resume=True to continue it or overwrite=True to replace it"):
         prepare_run_dir(fresh.root)
     again = prepare_run_dir(fresh.root, overwrite=True)
     assert again.root.is_dir() and not any(again.root.iterdir())

@@ -1,4 +1,5 @@
-"""Study ``gamma_oracle`` (issue #14 §2): the best FIXED focal γ is the bar a meta-learned γ must reach.
+"""Study ``gamma_oracle`` (docs/ablations/gamma_oracle.md): the best FIXED focal γ is the bar a meta-learned
+γ must reach.
 
 Focal loss FL = −(1 − p_y)^γ log p_y (Lin et al. 2017; γ = 0 is cross-entropy) is trained at each fixed
 γ ∈ {0, 0.5, 1, 2, 3, 4, 5} on an over-confident regime (``configs/<regime>/``, default MNIST-1D), several

@@ -1,5 +1,5 @@
 """The ``gamma_oracle`` figure: ECE and error against the fixed focal γ, and FLγ-SECE's learned γ per epoch
-against the best fixed γ chosen on validation (issue #14 §2)."""
+against the best fixed γ chosen on validation, the bar a meta-learned γ must reach."""
 
 from __future__ import annotations
 

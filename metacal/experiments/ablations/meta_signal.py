@@ -1,4 +1,6 @@
-"""Study ``meta_signal`` (issue #14 §3–4): does the one-step hypergradient tell the γ-Net which way to move γ?
+"""Study ``meta_signal`` (docs/ablations/meta_signal.md): does the one-step hypergradient tell the γ-Net which
+way to move γ? Asked because FLγ-SECE stays above the best fixed γ where CE is over-confident
+(docs/results/mnist1d_overconfident.md).
 
 FLγ-SECE (Wang & Golebiowski 2024) on an over-confident regime, varied in the three places the diagnosis
 points at: the γ-Net's output map (``abs`` |r|, the paper's, vs the bounded ``sigmoid`` γ_max·σ(r)), the

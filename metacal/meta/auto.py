@@ -1,0 +1,151 @@
+"""Automatic γ: one scalar of the inner loss set during training by root-finding on calibration.
+
+Calibration is treated as a root to find, not a loss to minimise. The backbone trains with plain steps of
+its loss (focal loss at one global γ; or another loss whose named scalar lowers confidence as it rises,
+:attr:`metacal.losses.base.Loss.confidence_knob`). At ``updates_per_epoch`` fixed points of every epoch,
+one forward pass over the meta-validation split (or a fixed seeded subsample of it) in eval mode measures
+the signed calibration gap
+
+    ĝ = mean_i (max_c p_ic − 1[argmax_c p_ic = y_i]),   s = std_i(·)/√n
+
+(positive: over-confident), summed over processes so that every rank holds the same ĝ, s and γ. The scalar
+then moves by the sign rule of :class:`metacal.meta.root_finder.SignRootFinder`: raise it when ĝ > k·s,
+lower it when ĝ < −k·s, hold it inside the band; the step halves on a sign flip and grows slowly on repeats.
+
+No backward pass touches the meta-validation data, so a run costs a plain run plus those forward passes
+(scripts/bench_auto.py measures both side by side). Why not the γ-Net's hypergradient: on a 128-sample meta
+batch its one-step sign is a coin flip, and without that noise its greedy objective keeps raising γ
+(docs/ablations/meta_signal.md, docs/ablations/meta_horizon.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from .backend import StepResult
+from .learner import PlainStep, average_over_processes
+from .root_finder import SignRootFinder
+
+
+@torch.no_grad()
+def gap_sums(model: nn.Module, loader: DataLoader, device: torch.device) -> torch.Tensor:
+    """[Σ d_i, Σ d_i², n] over ``loader`` with d_i = confidence − 1[correct], the model in eval mode."""
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
+    try:
+        for inputs, targets in loader:
+            probs = model(inputs.to(device)).float().softmax(dim=-1)
+            confidence, predicted = probs.max(dim=-1)
+            d = (confidence - (predicted == targets.to(device)).float()).double()
+            sums += torch.stack([d.sum(), (d * d).sum(), torch.tensor(float(d.numel()), dtype=torch.float64,
+                                                                         device=device)])
+    finally:
+        model.train(was_training)
+    return sums
+
+
+def gap_estimate(sums: torch.Tensor) -> tuple[float, float]:
+    """ĝ and its standard error s = √(var/n), var the unbiased sample variance, from :func:`gap_sums`."""
+    total, squares, n = (float(v) for v in sums)
+    if n < 2:
+        raise ValueError(f"the calibration gap needs at least 2 samples, got {int(n)}")
+    mean = total / n
+    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
+    return mean, (variance / n) ** 0.5
+
+
+def update_points(steps_per_epoch: int, updates_per_epoch: int) -> frozenset[int]:
+    """The in-epoch iteration counts (1-based, the last = steps_per_epoch) after which γ is updated:
+    round(j·S/u) for j = 1…u, so the last update falls on the epoch's last step."""
+    if updates_per_epoch < 1 or updates_per_epoch > steps_per_epoch:
+        raise ValueError(f"updates_per_epoch must be in [1, {steps_per_epoch}] (the steps per epoch), "
+                         f"got {updates_per_epoch}")
+    return frozenset(round(j * steps_per_epoch / updates_per_epoch) for j in range(1, updates_per_epoch + 1))
+
+
+class AutoScalar:
+    """Plain steps of ``loss`` with its scalar ``knob`` set by a :class:`SignRootFinder` (module docstring).
+
+    Args:
+        model / loss / optimizer / backward / head: as :class:`metacal.meta.PlainStep` (``model`` unwrapped
+            or DDP; the gap is measured through ``measure_model``, default ``model``).
+        meta_val: the meta-validation dataset (this process measures its share of ``sample`` samples).
+        finder: the root finder; its value is written into ``loss.<knob>`` now and after every update.
+        knob: the name of the loss attribute, e.g. ``"gamma"``.
+        steps_per_epoch / updates_per_epoch: γ is updated at :func:`update_points` of every epoch.
+        sample: measure on a fixed seeded subsample of this many meta-val samples (None: all of them).
+        batch_size: the per-process batch of the measuring forward pass.
+        average: in-place mean over processes (the sums then give every rank the same ĝ, s).
+    """
+
+    gamma_net = None
+
+    def __init__(self, model: nn.Module, loss: nn.Module, optimizer: Any, meta_val: Dataset,
+                 finder: SignRootFinder, knob: str, *, steps_per_epoch: int, updates_per_epoch: int = 1,
+                 sample: int | None = None, batch_size: int = 512, seed: int = 0, rank: int = 0,
+                 world_size: int = 1, backward: Callable[[torch.Tensor], Any] | None = None,
+                 head: nn.Linear | None = None, measure_model: nn.Module | None = None,
+                 average: Callable[[list[torch.Tensor]], None] = average_over_processes) -> None:
+        if not isinstance(getattr(loss, knob, None), float):
+            raise ValueError(f"the loss has no scalar {knob!r} to set (one number, not per class)")
+        n = len(meta_val)
+        if sample is not None and not 2 <= sample <= n:
+            raise ValueError(f"the gap sample must be in [2, {n}] (the meta-validation split's size), got {sample}")
+        self.points = update_points(steps_per_epoch, updates_per_epoch)
+        self.steps_per_epoch = steps_per_epoch
+        self.plain = PlainStep(model, loss, optimizer, backward=backward, head=head)
+        self.loss, self.knob, self.finder, self.average = loss, knob, finder, average
+        self.measure_model = measure_model if measure_model is not None else model
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[: sample or n].sort().values
+        shard = order[rank::world_size].tolist()
+        self.loader = DataLoader(Subset(meta_val, shard), batch_size=batch_size, shuffle=False)
+        self.iteration = 0
+        self.last: dict[str, float] = {}
+        self._apply()
+
+    def _apply(self) -> None:
+        setattr(self.loss, self.knob, float(self.finder.value))
+
+    def measure(self) -> tuple[float, float]:
+        """ĝ ± s on the meta-validation sample, over every process."""
+        device = next(self.measure_model.parameters()).device
+        sums = gap_sums(self.measure_model, self.loader, device)
+        self.average([sums])  # a mean of sums: the ratios ĝ and s are those of the global sums
+        return gap_estimate(sums)
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
+        value = self.finder.value
+        out = self.plain.step(inputs, targets)
+        self.iteration += 1
+        if self.knob == "gamma":
+            out.gamma = torch.full((targets.shape[0],), value)
+        if (self.iteration - 1) % self.steps_per_epoch + 1 in self.points:
+            gap, se = self.measure()
+            sign = self.finder.update(gap, se)
+            self._apply()
+            self.last = {f"{self.knob}_trained": value, self.knob: self.finder.value, "gap": gap, "gap_se": se, "band": self.finder.band * se,
+                         "step": self.finder.state.step, "decision": float(sign)}
+            out.control = dict(self.last)
+        return out
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """The last update's numbers for the epoch's history line: ``auto_gamma_trained`` (the value the
+        measured network trained with), ``auto_gamma`` (the value after the update), ``auto_gap`` … ``auto_decision``."""
+        return {f"auto_{k}": v for k, v in self.last.items()}
+
+    def checkpointables(self) -> list[Any]:
+        return [self]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"iteration": self.iteration, "finder": self.finder.state_dict(), "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.iteration = int(state["iteration"])
+        self.finder.load_state_dict(state["finder"])
+        self.last = {k: float(v) for k, v in state.get("last", {}).items()}
+        self._apply()

@@ -1,0 +1,108 @@
+"""The automatic γ's update rule (metacal/meta/root_finder.py) on synthetic monotone gaps with a known root."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from metacal.meta.root_finder import SignRootFinder
+
+
+def run(finder: SignRootFinder, gap, se: float = 0.01, n: int = 60, rng: np.random.Generator | None = None) -> list[float]:
+    """γ after each of ``n`` updates on g(γ) (plus N(0, se²) noise when ``rng`` is given)."""
+    values = []
+    for _ in range(n):
+        noise = float(rng.normal(0.0, se)) if rng is not None else 0.0
+        finder.update(gap(finder.value) + noise, se)
+        values.append(finder.value)
+    return values
+
+
+def linear_gap(root: float, slope: float = 0.04):
+    """A decreasing gap: over-confident (g > 0) below the root, under-confident above it."""
+    return lambda gamma: slope * (root - gamma)
+
+
+@pytest.mark.parametrize("start", [0.0, 1.0, 2.7, 6.0, 10.0], ids=lambda s: f"start{s}")
+def test_converges_to_the_root_from_either_side_and_both_ends(start):
+    root = 2.7
+    finder = SignRootFinder(start, step=1.0, lo=0.0, hi=10.0, band=1.0)
+    values = run(finder, linear_gap(root), se=0.0)  # exact signs: pure bisection once bracketed
+    assert abs(values[-1] - root) < 1e-6
+    # a nonlinear monotone gap (focal γ's effect saturates): the same root
+    finder = SignRootFinder(start, step=1.0, lo=0.0, hi=10.0, band=1.0)
+    values = run(finder, lambda g: math.tanh(root - g) * 0.1, se=0.0)
+    assert abs(values[-1] - root) < 1e-6
+
+
+def test_bracketing_halves_the_step_at_every_crossing():
+    finder = SignRootFinder(0.0, step=1.0, lo=0.0, hi=10.0, band=0.0, grow=1.2, shrink=0.5)
+    gap = linear_gap(2.7)
+    signs = [finder.update(gap(finder.value), 0.0) for _ in range(8)]
+    # 0 → 1 → 2.2 (the step grows ×1.2 on a repeat) → 3.64 (over the root) → 2.92 (the step halves on the flip)
+    assert signs[:4] == [1, 1, 1, -1]
+    finder2 = SignRootFinder(0.0, step=1.0, lo=0.0, hi=10.0, band=0.0)
+    steps = []
+    for _ in range(4):
+        finder2.update(gap(finder2.value), 0.0)
+        steps.append(finder2.state.step)
+    assert steps == pytest.approx([1.0, 1.2, 1.44, 0.72])
+
+
+def test_holds_inside_the_noise_band():
+    """A gap within ±k·SE moves nothing: neither γ nor the step."""
+    finder = SignRootFinder(1.5, step=0.5, lo=0.0, hi=10.0, band=1.0)
+    for gap in (0.009, -0.009, 0.0, 0.01, -0.01):  # |gap| ≤ 1·SE = 0.01
+        assert finder.update(gap, 0.01) == 0
+    assert finder.value == 1.5 and finder.state.step == 0.5 and finder.state.updates == 5
+    assert finder.update(0.0101, 0.01) == 1 and finder.value == 2.0
+
+
+def test_noisy_gap_settles_near_the_root():
+    """With noise of one SE the decisions are sometimes wrong, but γ ends near the root on every seed."""
+    root = 2.7
+    for seed in range(20):
+        finder = SignRootFinder(1.0, step=1.0, lo=0.0, hi=10.0, band=1.0)
+        values = run(finder, linear_gap(root, slope=0.04), se=0.01, n=40, rng=np.random.default_rng(seed))
+        assert abs(np.mean(values[-10:]) - root) < 0.5, seed
+
+
+def test_clipped_to_the_range():
+    finder = SignRootFinder(9.5, step=1.0, lo=0.0, hi=10.0, band=0.0)
+    run(finder, lambda g: 1.0, se=0.0, n=5)  # always over-confident: γ goes to its upper end and stays
+    assert finder.value == 10.0
+    finder = SignRootFinder(0.5, step=1.0, lo=0.0, hi=10.0, band=0.0)
+    run(finder, lambda g: -1.0, se=0.0, n=5)
+    assert finder.value == 0.0
+
+
+def test_state_round_trip_continues_the_same_sequence():
+    gap = linear_gap(3.3)
+    a = SignRootFinder(1.0, step=1.0, hi=10.0)
+    run(a, gap, se=0.001, n=5)
+    b = SignRootFinder(7.0, step=0.1, hi=10.0)
+    b.load_state_dict(a.state_dict())
+    assert run(a, gap, se=0.001, n=10) == run(b, gap, se=0.001, n=10)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"step": -1.0}, "first step must be a finite number > 0"),
+    ({"step": 0.0}, "first step must be a finite number > 0"),
+    ({"value": 5.0, "hi": 4.0}, "outside the range"),
+    ({"band": -1.0}, "noise band must be >= 0"),
+    ({"grow": 0.9}, "grow must be >= 1"),
+    ({"shrink": 1.0}, "shrink must be in (0, 1)"),
+])
+def test_bad_settings_are_refused(kwargs, message):
+    args = {"value": 1.0, "step": 1.0, "lo": 0.0, "hi": 10.0, **kwargs}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        SignRootFinder(**args)
+
+
+def test_non_finite_gap_is_refused_without_moving():
+    finder = SignRootFinder(1.0, step=1.0)
+    with pytest.raises(ValueError, match="finite"):
+        finder.update(float("nan"), 0.01)
+    assert finder.value == 1.0 and finder.state.updates == 0

@@ -1,0 +1,177 @@
+"""The README's generated "Which method should I use?" section (metacal/report/guide.py): its numbers are the
+results CSVs' numbers, the README holds the current text, methods absent from the CSVs get no row, and a README
+without the markers is a clear error."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from metacal.report import guide
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "docs" / "results"
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _write_csv(path: Path, rows: list[dict[str, str]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _regimes(text: str) -> dict[str, str]:
+    """Regime title → its block of the section."""
+    parts = re.split(r"\*\*When CE is (over|under)-confident\*\*", text)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def _table(block: str) -> list[list[str]]:
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in block.splitlines()
+            if line.startswith("|")]
+    return rows[2:]  # without header and rule
+
+
+def _stems(block: str) -> list[str]:
+    """The pages of a regime, in column order, from the links of its regime line."""
+    return re.findall(r"\]\(docs/results/([a-z0-9_]+)\.md\)", block.split("\n\n")[0])
+
+
+def _pct(x: str) -> str:
+    return f"{100 * float(x):.2f}"
+
+
+@pytest.fixture(scope="module")
+def section() -> str:
+    return guide.guide_markdown(RESULTS, "docs/results")
+
+
+def test_every_table_number_is_the_csv_number(section):
+    blocks = _regimes(section)
+    assert set(blocks) == {"over", "under"}
+    for regime, block in blocks.items():
+        stems = _stems(block)
+        assert len(stems) == 2, block
+        rows = {s: {r["method"]: r for r in _csv(RESULTS / f"{s}.csv")} for s in stems}
+        for s in stems:  # the regime line: CE's TS temperature and seeds, and the side of 1 it is on
+            t, n = float(rows[s]["ce"]["t_nll_mean"]), rows[s]["ce"]["n_runs"]
+            assert f"T = {t:.2f} on [" in block and (t > 1) == (regime == "over")
+            assert re.search(rf"\]\(docs/results/{s}\.md\) \({n} seeds\)", block)
+        table = _table(block)
+        assert table and table[0][0] == "CE" and table[1][0] == "CE + TS"
+        for cells in table:
+            label = cells[0]
+            for i, s in enumerate(stems):
+                ece, err, cost = cells[1 + 3 * i: 4 + 3 * i]
+                ce = rows[s]["ce"]
+                if label == "CE + TS":  # CE's row: test ECE after TS (NLL, fitted on validation), CE's error and cost
+                    row, ece_col = ce, "ece_ts_nll_mean"
+                else:
+                    matches = [r for r in rows[s].values() if r["label"] == label]
+                    if not matches:
+                        assert (ece, err, cost) == ("–", "–", "–")
+                        continue
+                    (row,), ece_col = matches, "ece_mean"
+                assert ece == _pct(row[ece_col]) and err == _pct(row["error_mean"])
+                s_ep, s_ce = float(row["s_per_epoch_mean"]), float(ce["s_per_epoch_mean"])
+                assert cost == f"{s_ep:.2f} ({s_ep / s_ce:.2f}×)"
+
+
+def test_sentence_numbers_are_the_paired_csv_numbers(section):
+    for block in _regimes(section).values():
+        stems = _stems(block)
+        names = dict(zip(stems, re.findall(r"\[([^\]]+)\]\(docs/results/", block.split("\n\n")[0])))
+        for s in stems:
+            rows = {r["method"]: r for r in _csv(RESULTS / f"{s}.csv")}
+            paired = {(r["reference"], r["method"], r["metric"]): r for r in _csv(RESULTS / f"{s}_paired.csv")}
+
+            def delta(ref: str, method: str, metric: str) -> str:
+                r = paired[(ref, method, metric)]
+                return f"{100 * float(r['mean']):+.2f} points, {'resolved' if r['resolved'] == '1' else 'unresolved'}"
+
+            # the lowest-ECE method other than CE, against CE
+            low = min((r for m, r in rows.items() if m != "ce"), key=lambda r: float(r["ece_mean"]))
+            assert (f"{low['label']} on {names[s]} (vs CE: ECE {delta('ce', low['method'], 'ece')}; "
+                    f"error {delta('ce', low['method'], 'error')})") in block
+            # FLγ-SECE against the better of CE and the page's fixed γ, and its cost
+            refs = {r for (r, m, _) in paired if m == "flgamma_sece"}
+            ref = min(refs, key=lambda r: float(rows[r]["ece_mean"]))
+            fl = rows["flgamma_sece"]
+            assert (f"{_pct(fl['ece_mean'])}% vs {rows[ref]['label']}'s {_pct(rows[ref]['ece_mean'])}% on "
+                    f"{names[s]} (Δ {delta(ref, 'flgamma_sece', 'ece')})") in block
+            ratio = float(fl["s_per_epoch_mean"]) / float(rows["ce"]["s_per_epoch_mean"])
+            assert f"{ratio:.2f}×" in block.split("CE's s/epoch")[0].split("the paper's method")[1]
+
+
+def test_readme_section_is_up_to_date():
+    old, new = guide.render_readme(REPO / "README.md", RESULTS)
+    assert old == new, f"README.md's method guide is stale: run `{guide.COMMAND}`"
+    assert f"Regenerate: `{guide.COMMAND}`" in old
+
+
+def _copy_results(tmp_path: Path) -> Path:
+    out = tmp_path / "results"
+    out.mkdir()
+    for stem in guide.PAGES:
+        for name in (f"{stem}.csv", f"{stem}_paired.csv"):
+            shutil.copy2(RESULTS / name, out / name)
+    return out
+
+
+def test_a_method_missing_from_the_csvs_gets_no_row_and_appears_once_present(tmp_path):
+    results = _copy_results(tmp_path)
+    text = guide.guide_markdown(results, "docs/results")
+    assert "auto_gamma" in guide.METHODS["over"] and "auto γ" not in text and "auto_gamma" not in text
+    over = [s for s in guide.PAGES if s.endswith("overconfident")]
+    for stem in over:  # focal γ = 3 taken out of both over-confident pages: no row, not recommended
+        rows = [r for r in _csv(results / f"{stem}.csv") if r["method"] != "focal3"]
+        _write_csv(results / f"{stem}.csv", rows)
+    without = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    assert "| Focal γ = 3 |" not in without and "Focal γ = 3" not in without.split("each lowers")[0]
+    # a later sweep adds auto γ (here: a copy of dual focal's numbers) to one page: a row, "–" on the other page
+    rows = _csv(results / f"{over[0]}.csv")
+    rows.append({**next(r for r in rows if r["method"] == "dual_focal"), "method": "auto_gamma",
+                 "label": "Focal, auto γ"})
+    _write_csv(results / f"{over[0]}.csv", rows)
+    paired = _csv(results / f"{over[0]}_paired.csv")
+    paired += [{**r, "method": "auto_gamma"} for r in paired if r["method"] == "dual_focal"]
+    _write_csv(results / f"{over[0]}_paired.csv", paired)
+    block = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    (row,) = [r for r in _table(block) if r[0] == "Focal, auto γ"]
+    assert row[4:] == ["–", "–", "–"] and row[1] == _pct(next(
+        r for r in _csv(results / f"{over[0]}.csv") if r["method"] == "dual_focal")["ece_mean"])
+    assert "Focal, auto γ" not in block.split("each lowers")[0].split("at training time")[1]  # not on every page
+
+
+def test_markers_missing_or_misplaced_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(ValueError, match="method-guide:start"):
+        guide.replace_section("# README\nno markers\n", "body\n")
+    with pytest.raises(ValueError, match="found 1 and 1"):
+        guide.replace_section(f"{guide.END}\n{guide.START}\n", "body\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# README\n")
+    assert guide.main(["--readme", str(readme), "--results", str(RESULTS)]) == 2
+    assert "method-guide:start" in capsys.readouterr().err and readme.read_text() == "# README\n"
+
+
+def test_cli_rewrites_only_between_the_markers_and_check_reports_stale(tmp_path):
+    (tmp_path / "docs").mkdir()
+    shutil.copytree(_copy_results(tmp_path), tmp_path / "docs" / "results")
+    readme = tmp_path / "README.md"
+    before, after = "# Title\n\nintro\n\n", "\n## Next\n\ntext\n"
+    readme.write_text(f"{before}{guide.START}\nstale\n{guide.END}{after}")
+    assert guide.main(["--readme", str(readme), "--check"]) == 1
+    assert guide.main(["--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith(f"{before}{guide.START}\n") and text.endswith(f"{guide.END}{after}")
+    assert "](docs/results/mnist1d.md)" in text
+    assert guide.main(["--readme", str(readme), "--check"]) == 0

@@ -1,0 +1,66 @@
+"""meta.learner=auto through the trainer CLI: bad settings stop before anything is written; a run stopped
+after epoch 1 and resumed gives the same γ sequence and metrics as an uninterrupted one; metrics.json and
+the last lines name the γ the run settled on. (Two processes: tests/train/test_train_distributed.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from train_tiny import read_metrics
+
+AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "model": {"name": "mlp", "options": {"hidden": [32]}},
+        "meta": {"enabled": True, "learner": "auto", "lr": 1.0, "gamma_net": {"init_gamma": 1.0},
+                 "controller": {"updates_per_epoch": 2}},
+        "schedule": {"epochs": 3, "milestones": [2]}}
+
+
+@pytest.mark.parametrize("override, message", [
+    ("meta.lr=-1", "meta.lr (the first step of the automatic gamma) must be > 0; got -1.0"),
+    ("meta.controller.max=0.5", "meta.gamma_net.init_gamma (the start of gamma, 1.0) must be in [0.0, "
+                                "meta.controller.max = 0.5]"),
+    ("meta.controller.band=-1", "meta.controller: the noise band must be >= 0 standard errors, got -1.0"),
+    ("meta.controller.updates_per_epoch=1000", "meta.controller: updates_per_epoch must be in [1, 10]"),
+    ("meta.controller.speed=2", "meta.controller has no key(s) speed; valid: band, grow, shrink, max"),
+])
+def test_bad_settings_stop_before_anything_is_written(override, message, write_config, run_cli, tmp_path):
+    config = write_config("auto", AUTO)
+    run_dir = tmp_path / "run"
+    code, out, err = run_cli(["--config", config, "--run-dir", run_dir, "--set", override])
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], err
+    assert not run_dir.exists()
+
+
+def test_a_loss_without_a_confidence_scalar_is_refused(write_config, run_cli, tmp_path):
+    config = write_config("auto_ce", {**AUTO, "loss": {"name": "ce"}})
+    code, out, err = run_cli(["--config", config, "--run-dir", tmp_path / "run"])
+    assert code == 2 and "meta.learner=auto sets one scalar of the loss that lowers confidence" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def auto_history(run_dir) -> list[tuple[float, float, float]]:
+    history = json.loads((run_dir / "history.json").read_text())
+    return [(h["train"]["auto_gamma_trained"], h["train"]["auto_gamma"], h["train"]["auto_gap"]) for h in history]
+
+
+@pytest.mark.slow
+def test_resume_gives_the_same_gamma_sequence(write_config, run_cli, tmp_path):
+    config = write_config("auto", AUTO)
+    full, part = tmp_path / "full", tmp_path / "part"
+    code, out, err = run_cli(["--config", config, "--run-dir", full])
+    assert code == 0, err
+    assert run_cli(["--config", config, "--run-dir", part, "--set", "schedule.epochs=1"])[0] == 0
+    code, out_resumed, err = run_cli(["--run-dir", part, "--resume", "--set", "schedule.epochs=3"])
+    assert code == 0, err
+    sequence = auto_history(full)
+    assert len(sequence) == 3 and len({round(g, 9) for g, _, _ in sequence}) > 1  # γ moved
+    assert auto_history(part) == sequence
+    a, b = read_metrics(full), read_metrics(part)
+    assert a["auto"] == b["auto"] and a["test"]["ece"] == b["test"]["ece"]
+    # metrics.json and the last lines name the γ the selected network trained with
+    selected = sequence[a["epoch"] - 1]
+    assert a["auto"]["knob"] == "gamma" and a["auto"]["selected"] == selected[0]
+    assert a["auto"]["final"] == sequence[-1][1] and a["auto"]["gap_selected"] == selected[2]
+    assert f"automatic gamma: {selected[0]:.3g} at the selected epoch" in out
