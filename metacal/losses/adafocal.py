@@ -105,6 +105,17 @@ class AdaFocal(Loss):
         new = new.clamp(self.gamma_min, self.gamma_max)
         self.bin_gamma.copy_(torch.where(count > 0, new, g))
 
+    def epoch_metrics(self) -> dict[str, float]:
+        """The per-bin γ after this epoch's update: min, mean, max, and the bins' mean |change| since the last call."""
+        g = self.bin_gamma.detach().double().cpu()
+        previous = getattr(self, "_reported", None)
+        self._reported = g.clone()
+        out = {"adafocal_gamma_min": float(g.min()), "adafocal_gamma_mean": float(g.mean()),
+               "adafocal_gamma_max": float(g.max())}
+        if previous is not None:  # (the first call of a process has nothing to compare with)
+            out["adafocal_gamma_change"] = float((g - previous).abs().mean())
+        return out
+
     def sample_gamma(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """γ of each training sample: the γ of the bin its p_t falls in (no gradient)."""
         p_t = F.softmax(logits.detach(), dim=-1).gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)

@@ -68,6 +68,10 @@ class Loss(nn.Module):
     def meta_parameters(self) -> list[nn.Parameter]:
         return []
 
+    def epoch_metrics(self) -> dict[str, float]:
+        """Numbers for the epoch's history line after :meth:`update_from_validation` (e.g. AdaFocal's γ)."""
+        return {}
+
 
 class WrapsPrimary(Loss):
     """A loss built around ``self.primary`` (mixup, primary + secondary): the trainer hooks, the
@@ -88,6 +92,9 @@ class WrapsPrimary(Loss):
 
     def meta_parameters(self) -> list[nn.Parameter]:
         return self.primary.meta_parameters()
+
+    def epoch_metrics(self) -> dict[str, float]:
+        return self.primary.epoch_metrics()
 
     @property
     def per_sample_gamma(self) -> bool:  # type: ignore[override]

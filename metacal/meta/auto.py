@@ -20,6 +20,7 @@ batch its one-step sign is a coin flip, and without that noise its greedy object
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import torch
@@ -78,7 +79,7 @@ class AutoScalar:
         finder: the root finder; its value is written into ``loss.<knob>`` now and after every update.
         knob: the name of the loss attribute, e.g. ``"gamma"``.
         steps_per_epoch / updates_per_epoch: γ is updated at :func:`update_points` of every epoch.
-        sample: measure on a fixed seeded subsample of this many meta-val samples (None: all of them).
+        sample: measure on a fixed seeded subsample of at most this many meta-val samples (None: all of them).
         batch_size: the per-process batch of the measuring forward pass.
         average: in-place mean over processes (the sums then give every rank the same ĝ, s).
     """
@@ -94,18 +95,21 @@ class AutoScalar:
         if not isinstance(getattr(loss, knob, None), float):
             raise ValueError(f"the loss has no scalar {knob!r} to set (one number, not per class)")
         n = len(meta_val)
-        if sample is not None and not 2 <= sample <= n:
-            raise ValueError(f"the gap sample must be in [2, {n}] (the meta-validation split's size), got {sample}")
+        if n < 2 or (sample is not None and sample < 2):
+            raise ValueError(f"the gap needs at least 2 meta-validation samples; the split has {n}, the sample "
+                             f"is {sample}")
         self.points = update_points(steps_per_epoch, updates_per_epoch)
         self.steps_per_epoch = steps_per_epoch
         self.plain = PlainStep(model, loss, optimizer, backward=backward, head=head)
         self.loss, self.knob, self.finder, self.average = loss, knob, finder, average
         self.measure_model = measure_model if measure_model is not None else model
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[: sample or n].sort().values
+        size = n if sample is None else min(sample, n)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:size].sort().values
         shard = order[rank::world_size].tolist()
         self.loader = DataLoader(Subset(meta_val, shard), batch_size=batch_size, shuffle=False)
         self.iteration = 0
         self.last: dict[str, float] = {}
+        self.measure_seconds = 0.0  # time in measure() since the last epoch_metrics() (the controller's cost)
         self._apply()
 
     def _apply(self) -> None:
@@ -125,18 +129,24 @@ class AutoScalar:
         if self.knob == "gamma":
             out.gamma = torch.full((targets.shape[0],), value)
         if (self.iteration - 1) % self.steps_per_epoch + 1 in self.points:
+            started = time.perf_counter()
             gap, se = self.measure()
+            seconds = time.perf_counter() - started
             sign = self.finder.update(gap, se)
             self._apply()
             self.last = {f"{self.knob}_trained": value, self.knob: self.finder.value, "gap": gap, "gap_se": se, "band": self.finder.band * se,
                          "step": self.finder.state.step, "decision": float(sign)}
+            self.measure_seconds += seconds
             out.control = dict(self.last)
         return out
 
     def epoch_metrics(self) -> dict[str, float]:
         """The last update's numbers for the epoch's history line: ``auto_gamma_trained`` (the value the
-        measured network trained with), ``auto_gamma`` (the value after the update), ``auto_gap`` … ``auto_decision``."""
-        return {f"auto_{k}": v for k, v in self.last.items()}
+        measured network trained with), ``auto_gamma`` (the value after the update), ``auto_gap`` … ``auto_decision``,
+        and ``auto_measure_s``: the seconds spent measuring since the previous call (the controller's own cost)."""
+        report = {f"auto_{k}": v for k, v in self.last.items()}
+        report["auto_measure_s"], self.measure_seconds = self.measure_seconds, 0.0
+        return report
 
     def checkpointables(self) -> list[Any]:
         return [self]

@@ -134,6 +134,7 @@ def evaluate_epoch(run: Run, epoch: int, t0: float, train_m: dict[str, float],
     gamma_net = run.stepper.gamma_net
     val = predict(run.model, run.val_loader, accelerator, gamma_net)
     run.loss_fn.update_from_validation(val.logits.to(accelerator.device), val.labels.to(accelerator.device))
+    train_m.update(run.loss_fn.epoch_metrics())  # what that update set (AdaFocal: its per-bin γ)
     # per epoch without the O(N²) binning-free estimators; finalize adds them for the selected epoch
     val_m = summarize(val, cfg.eval.num_bins, binning_free=False)
     score = selection_score(val_m, cfg.eval.select_by)

@@ -104,4 +104,5 @@ def automatic_scalar(history: list[dict[str, Any]], selected: int) -> dict[str, 
     knob = next(k[len("auto_"):-len("_trained")] for k in rows[-1] if k.startswith("auto_") and k.endswith("_trained"))
     at = next((h["train"] for h in history if h["epoch"] == selected), rows[-1])
     return {"knob": knob, "selected": at.get(f"auto_{knob}_trained"), "final": rows[-1][f"auto_{knob}"],
-            "gap_selected": at.get("auto_gap"), "gap_se_selected": at.get("auto_gap_se")}
+            "gap_selected": at.get("auto_gap"), "gap_se_selected": at.get("auto_gap_se"),
+            "measure_s": sum(r.get("auto_measure_s", 0.0) for r in rows)}

@@ -93,9 +93,14 @@ def test_a_loss_without_the_scalar_is_refused():
     with pytest.raises(ValueError, match="no scalar 'gamma'"):
         AutoScalar(model, build_loss("focal", gamma=[1.0, 2.0, 3.0]), opt, ds, SignRootFinder(1.0, 1.0), "gamma",
                    steps_per_epoch=3)
-    with pytest.raises(ValueError, match=r"gap sample must be in \[2, 300\]"):
+    with pytest.raises(ValueError, match="the gap needs at least 2 meta-validation samples"):
         AutoScalar(model, build_loss("focal"), opt, ds, SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=3,
-                   sample=301)
+                   sample=1)
+    # a sample larger than the split is the whole split, in the order of sample=None
+    whole = AutoScalar(model, build_loss("focal"), opt, ds, SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=3)
+    capped = AutoScalar(model, build_loss("focal"), opt, ds, SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=3,
+                        sample=5000)
+    assert capped.loader.dataset.indices == whole.loader.dataset.indices == list(range(300))
 
 
 def test_label_smoothing_epsilon_is_a_knob_too():

@@ -239,7 +239,7 @@ def test_meta_lr_of_every_shipped_config_is_the_schema_default():
         if "trajectory" in path.stem:
             assert cfg.meta.lr == 1e-3, path
         elif cfg.meta.learner == "auto" and cfg.meta.enabled:  # meta.lr is the first step of the scalar
-            assert cfg.meta.lr == 1.0, path
+            assert cfg.meta.lr == (0.05 if cfg.loss.name == "label_smoothing" else 1.0), path
         elif cfg.meta.enabled:
             assert cfg.meta.lr == default, path
             checked += 1

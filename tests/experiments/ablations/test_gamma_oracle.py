@@ -75,7 +75,8 @@ def test_regime_configs(regime, options):
     assert cfg.loss.name == "focal" and cfg.run.torch_threads == 1
     shipped = {p.stem for p in (CONFIGS / regime.replace("_overconfident", "")).glob("*.yaml")}
     here = {p.stem for p in (CONFIGS / regime).glob("*.yaml")}
-    assert here == shipped | {"focal3", "flgamma_sece_trajectory"}  # every method of the dataset, focal at γ = 3, the trajectory level
+    # every method of the dataset, the fixed-γ grid (focal at γ = 2…5), the trajectory level, the other automatic scalars
+    assert here == shipped | {"focal2", "focal3", "focal4", "focal5", "flgamma_sece_trajectory", "auto_dual_focal", "auto_ls"}
     for stem in here - {"base"}:
         assert (CONFIGS / regime / f"{stem}.yaml").read_text() == f"base: [base.yaml, ../methods/{stem}.yaml]\n"
 

@@ -1,0 +1,168 @@
+#!/usr/bin/env python
+"""The automatic γ against the γ grid a user would otherwise run, seed by seed, from a sweep's run directories.
+
+Per seed, the grid pick is the fixed-γ run (CE = γ 0, focal γ = 1…5) with the lowest VALIDATION ECE at its
+selected epoch; the automatic γ's test ECE and error are compared with the pick's (paired over seeds, 95%
+t-interval), and so are the first automatic method + temperature scaling, CE + temperature scaling, AdaFocal
+and dual focal where the sweep has them. Cost is not compared here: a sweep shares the machine, so its wall
+times are not comparable; scripts/bench_auto.py measures it side by side.
+
+    python scripts/auto_vs_grid.py runs/sweep_m1o [--auto auto_gamma "lr x3=runs/m1o_lr3/auto_gamma"] [--out FILE]
+
+``--auto`` takes method stems of the sweep, or LABEL=DIR for runs elsewhere (DIR holds seed<S>/ run folders).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from metacal.report.labels import method_label
+from metacal.report.paired import interval_text, paired_diff, resolved_text
+
+GRID = {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "focal3": 3.0, "focal4": 4.0, "focal5": 5.0}
+OTHERS = ("adafocal", "dual_focal")
+
+
+def load(folder: Path) -> dict[int, dict]:
+    """seed → {val_ece, ece, error, ece_ts, t, gamma} of each finished run in ``folder``/seed<S>."""
+    runs = {}
+    for run in sorted(folder.glob("seed*")):
+        try:
+            m = json.loads((run / "metrics.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if not m.get("finished"):
+            continue
+        runs[int(run.name[4:])] = {
+            "val_ece": m["val"]["ece"], "ece": m["test"]["ece"], "error": m["test"]["error"],
+            "ece_ts": m["test_after_ts"]["ece"], "t": m["test_after_ts"]["temperature"],
+            "gamma": (m.get("auto") or {}).get("selected")}
+    return runs
+
+
+def trajectories(folder: Path) -> dict[int, tuple[list[dict], int]]:
+    """seed → (history's train rows, selected epoch) of each finished run in ``folder``/seed<S>."""
+    out = {}
+    for run in sorted(folder.glob("seed*")):
+        try:
+            history = json.loads((run / "history.json").read_text())
+            selected = json.loads((run / "metrics.json").read_text())["epoch"]
+        except (OSError, ValueError, KeyError):
+            continue
+        out[int(run.name[4:])] = ([h["train"] for h in history], selected)
+    return out
+
+
+def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
+    """γ per epoch of the automatic γ (the value each epoch trained with; ● the selected epoch), its meta-val
+    gap with the ±k·SE hold band, and AdaFocal's per-bin γ (min–max band and mean) per epoch, seed by seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for seed, (rows, selected) in sorted(trajectories(auto).items()):
+        if "auto_gamma_trained" not in rows[0]:  # not a focal automatic γ
+            continue
+        epochs = range(1, len(rows) + 1)
+        line, = axes[0].plot(epochs, [r["auto_gamma_trained"] for r in rows], label=f"seed {seed}")
+        axes[0].plot([selected], [rows[selected - 1]["auto_gamma_trained"]], "o", color=line.get_color())
+        gap = [100 * r["auto_gap"] for r in rows]
+        band = [100 * r["auto_band"] for r in rows]
+        axes[1].plot(epochs, gap, color=line.get_color())
+        axes[1].fill_between(epochs, [-b for b in band], band, color=line.get_color(), alpha=0.08)
+    for seed, (rows, selected) in sorted(trajectories(adafocal).items()):
+        if "adafocal_gamma_mean" not in rows[0]:
+            continue
+        epochs = range(1, len(rows) + 1)
+        line, = axes[2].plot(epochs, [r["adafocal_gamma_mean"] for r in rows], label=f"seed {seed}")
+        axes[2].fill_between(epochs, [r["adafocal_gamma_min"] for r in rows], [r["adafocal_gamma_max"] for r in rows],
+                             color=line.get_color(), alpha=0.1)
+    axes[0].set(title="automatic γ (● selected epoch)", xlabel="epoch", ylabel="γ")
+    axes[1].set(title="its meta-val gap, % (shaded: ±k·SE hold band)", xlabel="epoch", ylabel="confidence − accuracy")
+    axes[1].axhline(0, color="k", lw=0.5)
+    axes[2].set(title="AdaFocal: per-bin γ (mean; shaded min–max)", xlabel="epoch", ylabel="γ")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("sweep", type=Path)
+    p.add_argument("--auto", nargs="+", default=["auto_gamma"], help="the automatic-γ method stems to compare")
+    p.add_argument("--out", type=Path, help="also write the markdown here")
+    p.add_argument("--title", default=None, help="the page's heading (with --out)")
+    p.add_argument("--discussion", type=Path, help="a markdown file appended under the tables (with --out)")
+    p.add_argument("--adafocal", type=Path, help="AdaFocal runs whose history holds its per-bin γ (default: the sweep's)")
+    args = p.parse_args(argv)
+    grid = {name: runs for name in GRID if (runs := load(args.sweep / name))}
+    seeds = sorted(set.intersection(*(set(r) for r in grid.values()))) if "ce" in grid else []
+    if not seeds:
+        print(f"auto_vs_grid: error: {args.sweep} has no finished CE run (ce/seed<S>/metrics.json)", file=sys.stderr)
+        return 2
+    pick = {s: min(grid, key=lambda name: grid[name][s]["val_ece"]) for s in seeds}
+    autos = [a.split("=", 1) if "=" in a else (method_label(a), str(args.sweep / a)) for a in args.auto]
+    picked = {s: grid[pick[s]][s] for s in seeds}
+    ce = grid["ce"]
+    temperatures = [ce[s]["t"] for s in seeds]
+    regime = ("over-confident" if min(temperatures) > 1 else "under-confident" if max(temperatures) < 1
+              else "over-confident on some seeds, under-confident on others")
+    lines = [f"Sweep: `{args.sweep}`; seeds {', '.join(map(str, seeds))}. Regime: CE is {regime} (the temperature "
+             "TS fits on validation, per seed: " + ", ".join(f"{t:.2f}" for t in temperatures) + "; > 1: over-confident).",
+             "", "Runs made by:", ""]
+    folders = [args.sweep] + [Path(folder).parent for _, folder in autos if Path(folder).parent != args.sweep]
+    for folder in dict.fromkeys(folders):
+        made = folder / "sweep_command.txt"
+        lines.append(f"- `{made.read_text().strip()}`" if made.is_file() else f"- `{folder}` (no sweep_command.txt)")
+    lines += ["",
+             "Per seed, the grid pick is the γ ∈ {" + ", ".join(f"{GRID[n]:g}" for n in grid) + "} (0: CE) with the "
+             "lowest validation ECE: " + ", ".join(f"seed {s}: γ = {GRID[pick[s]]:g}" for s in seeds) + ".", "",
+             "| method | seed | γ | test ECE % | test error % |", "|---|---:|---:|---:|---:|"]
+    rows = [("grid pick", picked)] + [(label, load(Path(folder))) for label, folder in autos]
+    with_ts = lambda runs: {s: {**r, "ece": r["ece_ts"]} for s, r in runs.items()}  # noqa: E731
+    rows += [(f"{rows[1][0]} + TS", with_ts(rows[1][1])), ("CE + TS", with_ts(ce))]
+    rows += [(method_label(o), load(args.sweep / o)) for o in OTHERS]
+    for name, runs in rows:
+        for s in seeds:
+            if s not in runs:
+                continue
+            r = runs[s]
+            gamma = GRID[pick[s]] if name == "grid pick" else r.get("gamma")
+            gamma_text = f"{gamma:.2f}" if isinstance(gamma, float) else "–"
+            lines.append(f"| {name} | {s} | {gamma_text} | {100 * r['ece']:.2f} | {100 * r['error']:.2f} |")
+    lines += ["", "Paired over seeds, method − grid pick (points; 95% t-interval):", "",
+              "| method | Δ test ECE | worst seed | Δ test error |", "|---|---|---:|---|"]
+    for name, runs in rows[1:]:
+        shared = [s for s in seeds if s in runs]
+        if len(shared) < 2:
+            continue
+        d_ece = paired_diff({s: runs[s]["ece"] for s in shared}, {s: picked[s]["ece"] for s in shared})
+        d_err = paired_diff({s: runs[s]["error"] for s in shared}, {s: picked[s]["error"] for s in shared})
+        lines.append(f"| {name} | {interval_text(d_ece)} ({resolved_text(d_ece)}) | {100 * max(d_ece.diffs):+.2f} | "
+                     f"{interval_text(d_err)} ({resolved_text(d_err)}) |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        given = sys.argv[1:] if argv is None else argv
+        picture = args.out.with_name(args.out.stem + "_gamma.png")
+        figure(Path(autos[0][1]), args.adafocal or args.sweep / "adafocal", picture, args.title or str(args.sweep))
+        text += f"\n![γ per epoch]({picture.name})\n"
+        head = f"# {args.title}\n\n" if args.title else ""
+        tail = "\n" + args.discussion.read_text() if args.discussion else ""
+        args.out.write_text(f"{head}Generated by `{shlex.join(['python', 'scripts/auto_vs_grid.py', *given])}`.\n\n"
+                            + text + tail)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
