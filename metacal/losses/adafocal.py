@@ -106,15 +106,11 @@ class AdaFocal(Loss):
         self.bin_gamma.copy_(torch.where(count > 0, new, g))
 
     def epoch_metrics(self) -> dict[str, float]:
-        """The per-bin γ after this epoch's update: min, mean, max, and the bins' mean |change| since the last call."""
+        """The per-bin γ after this epoch's update: min, mean and max over the bins (a function of the
+        checkpointed ``bin_gamma`` alone, so a resumed run reports what an uninterrupted one does)."""
         g = self.bin_gamma.detach().double().cpu()
-        previous = getattr(self, "_reported", None)
-        self._reported = g.clone()
-        out = {"adafocal_gamma_min": float(g.min()), "adafocal_gamma_mean": float(g.mean()),
-               "adafocal_gamma_max": float(g.max())}
-        if previous is not None:  # (the first call of a process has nothing to compare with)
-            out["adafocal_gamma_change"] = float((g - previous).abs().mean())
-        return out
+        return {"adafocal_gamma_min": float(g.min()), "adafocal_gamma_mean": float(g.mean()),
+                "adafocal_gamma_max": float(g.max())}
 
     def sample_gamma(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """γ of each training sample: the γ of the bin its p_t falls in (no gradient)."""
