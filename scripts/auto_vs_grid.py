@@ -84,7 +84,8 @@ def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
         axes[2].fill_between(epochs, [r["adafocal_gamma_min"] for r in rows], [r["adafocal_gamma_max"] for r in rows],
                              color=line.get_color(), alpha=0.1)
     axes[0].set(title="automatic γ (● selected epoch)", xlabel="epoch", ylabel="γ")
-    axes[1].set(title="its meta-val gap, % (shaded: ±k·SE hold band)", xlabel="epoch", ylabel="confidence − accuracy")
+    axes[1].set(title="its meta-val gap, % (shaded: ±k·SE hold band)", xlabel="epoch",
+                ylabel="confidence − accuracy")
     axes[1].axhline(0, color="k", lw=0.5)
     axes[2].set(title="AdaFocal: per-bin γ (mean; shaded min–max)", xlabel="epoch", ylabel="γ")
     for ax in axes:
@@ -103,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="also write the markdown here")
     p.add_argument("--title", default=None, help="the page's heading (with --out)")
     p.add_argument("--discussion", type=Path, help="a markdown file appended under the tables (with --out)")
-    p.add_argument("--adafocal", type=Path, help="AdaFocal runs whose history holds its per-bin γ (default: the sweep's)")
+    p.add_argument("--adafocal", type=Path,
+                   help="AdaFocal runs whose history holds its per-bin γ (default: the sweep's)")
     args = p.parse_args(argv)
     grid = {name: runs for name in GRID if (runs := load(args.sweep / name))}
     seeds = sorted(set.intersection(*(set(r) for r in grid.values()))) if "ce" in grid else []
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     regime = ("over-confident" if min(temperatures) > 1 else "under-confident" if max(temperatures) < 1
               else "over-confident on some seeds, under-confident on others")
     lines = [f"Sweep: `{args.sweep}`; seeds {', '.join(map(str, seeds))}. Regime: CE is {regime} (the temperature "
-             "TS fits on validation, per seed: " + ", ".join(f"{t:.2f}" for t in temperatures) + "; > 1: over-confident).",
+             "TS fits on validation, per seed: " + ", ".join(f"{t:.2f}" for t in temperatures)
+             + "; > 1: over-confident).",
              "", "Runs made by:", ""]
     folders = [args.sweep] + [Path(folder).parent for _, folder in autos if Path(folder).parent != args.sweep]
     for folder in dict.fromkeys(folders):

@@ -39,11 +39,13 @@ def train(config: Path, run_dir: Path, overrides: list[str]) -> tuple[float, flo
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--regime", default="mnist1d_overconfident", help="a folder of configs/ with ce.yaml and auto_gamma.yaml")
+    p.add_argument("--regime", default="mnist1d_overconfident",
+                   help="a folder of configs/ with ce.yaml, focal.yaml and auto_gamma.yaml")
     p.add_argument("--auto", default="auto_gamma", help="the automatic method's config stem")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--out", type=Path, help="also write the table, with the command that made it, to this markdown file")
+    p.add_argument("--out", type=Path,
+                   help="also write the table, with the command that made it, to this markdown file")
     args = p.parse_args(argv)
     folder = REPO_CONFIGS / args.regime
     configs = {"ce": folder / "ce.yaml", "focal": folder / "focal.yaml", "auto": folder / f"{args.auto}.yaml"}

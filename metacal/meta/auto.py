@@ -134,8 +134,8 @@ class AutoScalar:
             seconds = time.perf_counter() - started
             sign = self.finder.update(gap, se)
             self._apply()
-            self.last = {f"{self.knob}_trained": value, self.knob: self.finder.value, "gap": gap, "gap_se": se, "band": self.finder.band * se,
-                         "step": self.finder.state.step, "decision": float(sign)}
+            self.last = {f"{self.knob}_trained": value, self.knob: self.finder.value, "gap": gap, "gap_se": se,
+                         "band": self.finder.band * se, "step": self.finder.state.step, "decision": float(sign)}
             self.measure_seconds += seconds
             out.control = dict(self.last)
         return out

@@ -56,7 +56,8 @@ class SignRootFinder:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
-        self.lo, self.hi, self.band, self.grow, self.shrink = float(lo), float(hi), float(band), float(grow), float(shrink)
+        self.lo, self.hi, self.band = float(lo), float(hi), float(band)
+        self.grow, self.shrink = float(grow), float(shrink)
         self.state = RootFinderState(value=float(value), step=float(step))
 
     @property

@@ -100,7 +100,6 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         horizon_decay=m.horizon_decay)
 
 
-
 #: meta.controller's keys and defaults for meta.learner=auto (metacal/meta/auto.py); ``max`` None: the loss's
 #: own upper end of the scalar (1 for label-smoothing ε), capped at 10 where the loss has none (focal γ).
 AUTO_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "max": None, "updates_per_epoch": 1,
@@ -127,6 +126,8 @@ def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         (lo < top <= hi, f"meta.controller.max must be in ({lo}, {hi}] for {knob}; got {top}"),
         (lo <= start <= top, f"meta.gamma_net.init_gamma (the start of {knob}, {start}) must be in "
                              f"[{lo}, meta.controller.max = {top}]"),
+        (opts["sample"] is None or (isinstance(opts["sample"], int) and not isinstance(opts["sample"], bool)),
+         f"meta.controller.sample must be a whole number of meta-val samples or null (all); got {opts['sample']!r}"),
     ]
     for ok, message in checks:
         if not ok:

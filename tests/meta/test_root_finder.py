@@ -10,7 +10,8 @@ import pytest
 from metacal.meta.root_finder import SignRootFinder
 
 
-def run(finder: SignRootFinder, gap, se: float = 0.01, n: int = 60, rng: np.random.Generator | None = None) -> list[float]:
+def run(finder: SignRootFinder, gap, se: float = 0.01, n: int = 60,
+        rng: np.random.Generator | None = None) -> list[float]:
     """γ after each of ``n`` updates on g(γ) (plus N(0, se²) noise when ``rng`` is given)."""
     values = []
     for _ in range(n):
