@@ -15,46 +15,36 @@ times are not comparable; scripts/bench_auto.py measures it side by side.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
 
 from metacal.report.labels import method_label
+from metacal.report.runs import Run, read_run
 from metacal.report.paired import interval_text, paired_diff, resolved_text
 
 GRID = {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "focal3": 3.0, "focal4": 4.0, "focal5": 5.0}
 OTHERS = ("adafocal", "dual_focal")
 
 
+def finished(folder: Path) -> dict[int, Run]:
+    """seed → the finished run of ``folder``/seed<S> (metacal.report.runs reads it)."""
+    runs = (read_run(path) for path in sorted(folder.glob("seed*")) if path.is_dir())
+    return {run.seed: run for run in runs if run.finished and run.metrics and run.seed is not None}
+
+
 def load(folder: Path) -> dict[int, dict]:
     """seed → {val_ece, ece, error, ece_ts, t, gamma} of each finished run in ``folder``/seed<S>."""
-    runs = {}
-    for run in sorted(folder.glob("seed*")):
-        try:
-            m = json.loads((run / "metrics.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if not m.get("finished"):
-            continue
-        runs[int(run.name[4:])] = {
-            "val_ece": m["val"]["ece"], "ece": m["test"]["ece"], "error": m["test"]["error"],
-            "ece_ts": m["test_after_ts"]["ece"], "t": m["test_after_ts"]["temperature"],
-            "gamma": (m.get("auto") or {}).get("selected")}
-    return runs
+    return {seed: {"val_ece": m["val"]["ece"], "ece": m["test"]["ece"], "error": m["test"]["error"],
+                   "ece_ts": m["test_after_ts"]["ece"], "t": m["test_after_ts"]["temperature"],
+                   "gamma": (m.get("auto") or {}).get("selected")}
+            for seed, m in ((seed, run.metrics) for seed, run in finished(folder).items())}
 
 
 def trajectories(folder: Path) -> dict[int, tuple[list[dict], int]]:
     """seed → (history's train rows, selected epoch) of each finished run in ``folder``/seed<S>."""
-    out = {}
-    for run in sorted(folder.glob("seed*")):
-        try:
-            history = json.loads((run / "history.json").read_text())
-            selected = json.loads((run / "metrics.json").read_text())["epoch"]
-        except (OSError, ValueError, KeyError):
-            continue
-        out[int(run.name[4:])] = ([h["train"] for h in history], selected)
-    return out
+    return {seed: ([h["train"] for h in run.history], run.metrics["epoch"])
+            for seed, run in finished(folder).items() if run.history}
 
 
 def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:

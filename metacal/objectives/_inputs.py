@@ -29,7 +29,7 @@ def check_targets(targets: torch.Tensor, n: int, k: int | None, name: str = "tar
     if n == 0 or k == 0:
         raise ValueError(f"need at least one sample and one class, got {n} samples and {k} classes")
     if k is not None and not torch.compiler.is_compiling():
-        lo, hi = int(targets.min()), int(targets.max())
+        lo, hi = torch.stack(torch.aminmax(targets)).tolist()  # one device sync per batch, not two
         if lo < 0 or hi >= k:
             raise ValueError(f"{name} must lie in [0, {k - 1}] for {k} classes, got values in [{lo}, {hi}]")
 
