@@ -2,7 +2,9 @@
 
 Subpackages mirror the concepts: ``metrics`` (measure calibration), ``objectives``
 (differentiable calibration errors), ``losses`` (inner training objectives), ``meta``
-(γ-Net and one-step hypergradients), ``data``, ``models``, ``train``, ``posthoc`` and ``report``.
+(γ-Net and one-step hypergradients), ``data``, ``models``, ``train``, ``posthoc``, ``plots`` (the
+reliability diagram) and ``report``; ``distributed`` (processes and collectives) and ``atomic_io`` (crash-safe
+writes) import nothing of metacal, so any layer may use them.
 
 ``metacal.fit(model, train, val=..., test=..., config=..., overrides=[...])`` trains one's own network on
 one's own datasets (metacal/train/fit.py); it is imported on first use, so ``import metacal.metrics`` stays

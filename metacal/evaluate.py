@@ -48,6 +48,7 @@ from typing import Sequence
 
 from metacal.metrics import BootstrapSpec, summary
 from metacal.metrics.bootstrap import METHODS, estimates_outside, outside_note
+from metacal.plots.reliability import plot_reliability
 from metacal.posthoc import registry as calibrators
 from metacal.predictions import Predictions, load_predictions
 from metacal.registry import unknown_name
@@ -229,8 +230,6 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         fitted = fit_calibrators(calib, names, args.bins) if calib is not None else None
         results = {name: evaluate(pred, args.bins, calib, fitted, ci=ci) for name, pred in preds.items()}
         if args.plot:
-            from metacal.report.reliability import plot_reliability
-
             pred = preds[files[0].name]
             plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name, bands=ci,
                              smooth=True)

@@ -5,7 +5,7 @@ The file holds ``labels`` (N integers in [0, K)) and either ``logits`` (N×K) or
 ``gamma`` (N,) holds the per-sample focal-loss γ that a γ-Net predicted for each sample. :meth:`Predictions.save`
 writes ``logits`` as float32 (or ``probs`` as float64), ``labels`` as int64 and ``gamma`` as float32 with
 ``np.savez`` (uncompressed), atomically. The trainer, ``python -m metacal.evaluate``, ``metacal.report`` and
-``metacal.experiments.ablations`` all read it with :func:`load_predictions`.
+the ablation studies (``experiments.ablations`` in the checkout) all read it with :func:`load_predictions`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from metacal.atomic_io import write_with_atomic
 from metacal.metrics.inputs import PROB_SUM_ATOL
 
 LOG_EPS = 1e-12
@@ -49,8 +50,6 @@ class Predictions:
 
     def save(self, path: str | Path) -> None:
         """Write the ``.npz`` described in the module docstring (parent directories created, atomic replace)."""
-        from metacal.train.atomic_io import write_with_atomic  # lazy: metacal.train imports this module
-
         arrays: dict[str, np.ndarray] = {}
         if self.logits is not None:
             arrays["logits"] = self.logits.detach().cpu().numpy().astype(np.float32)

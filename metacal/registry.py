@@ -9,6 +9,7 @@ they are few, else where the full list is (a ``python -c`` command), so the line
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Sequence
 from typing import Any, Callable, Generic, TypeVar
 
@@ -57,7 +58,7 @@ class UnknownNameError(KeyError):
 
 
 class Registry(Generic[T]):
-    """A named collection of constructors.
+    """A named collection of constructors; every name and every option is checked here, once.
 
     >>> LOSSES = Registry("loss")
     >>> @LOSSES.register("ce")
@@ -65,11 +66,13 @@ class Registry(Generic[T]):
     >>> LOSSES.build("ce")
     """
 
-    def __init__(self, kind: str, listing: str | None = None) -> None:
+    def __init__(self, kind: str, listing: str | None = None, supplied: Sequence[str] = ()) -> None:
         """``kind`` names the entries in messages; ``listing`` is the module whose ``available()`` prints
-        them all (the "full list" of :func:`unknown_name`)."""
+        them all (the "full list" of :func:`unknown_name`); ``supplied`` are the constructor arguments the
+        caller fills in (a dataset's ``root`` and ``seed``), not options a config may set."""
         self.kind = kind
         self.listing = listing
+        self.supplied = tuple(supplied)
         self._entries: dict[str, Callable[..., T]] = {}
 
     def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -89,8 +92,30 @@ class Registry(Generic[T]):
             raise UnknownNameError(unknown_name(self.kind, name, self.available(), listing, more))
         return self._entries[name]
 
-    def build(self, name: str, **params: Any) -> T:
-        return self.get(name)(**params)
+    def options(self, name: str) -> list[str] | None:
+        """The keyword options ``name``'s constructor takes (its parameters without :attr:`supplied` and
+        positional-only ones); None when it takes ``**kwargs`` (then it checks them itself)."""
+        params = inspect.signature(self.get(name)).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return None
+        return [p.name for p in params if p.name not in self.supplied
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    def check_options(self, name: str, options: Sequence[str], extra: Sequence[str] = ()) -> None:
+        """ValueError, one line, naming the options of ``options`` that ``name`` does not take and the valid
+        ones (``extra``: options the caller handles besides the constructor's)."""
+        valid = self.options(name)
+        if valid is None:
+            return
+        unknown = sorted(set(options) - set(valid) - set(extra) - set(self.supplied))
+        if unknown:
+            raise ValueError(f"{self.kind} {name!r} has no option(s) {', '.join(unknown)}; "
+                             f"valid: {', '.join([*valid, *extra]) or '(none)'}")
+
+    def build(self, name: str, *args: Any, **options: Any) -> T:
+        """``name``'s constructor called with ``options`` after checking them (:meth:`check_options`)."""
+        self.check_options(name, list(options))
+        return self.get(name)(*args, **options)
 
     def available(self) -> list[str]:
         return sorted(self._entries)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Run one ablation study and write its page (Markdown + CSV + figures); see metacal/experiments/ablations/cli.py.
+"""Run one ablation study and write its page (Markdown + CSV + figures); see experiments/ablations/cli.py.
 
     python scripts/ablate.py --help                        # the studies, one line each, and the common options
     python scripts/ablate.py bins --quick --out /tmp/abl
@@ -8,8 +8,10 @@
 """
 
 import sys
+from pathlib import Path
 
-from metacal.experiments.ablations.cli import main
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root: experiments/ is not installed
+from experiments.ablations.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,7 +4,7 @@
         [--model small_resnet] [--classes 10] [--size 28] [--objective sece] [--threads N]
         [--memory rss|saved] [--malloc retain|glibc] [--json] [--output docs/performance.md | --no-write]
 
-All methods (metacal.experiments.benchmark.meta_step) run in ONE process, interleaved: every round times one step
+All methods (experiments.benchmark.meta_step) run in ONE process, interleaved: every round times one step
 of each method in a rotated order; seconds per step are medians over rounds, and each ratio is the median
 over rounds of the ratio within a round (the machine may be shared: paired ratios cancel its drifts).
 Each method trains its own copy of the same initial model (SGD lr 0.1, momentum 0.9, wd 5e-4; γ-Net;
@@ -41,8 +41,9 @@ from pathlib import Path
 
 import torch
 
-from metacal.experiments.benchmark.memory import minor_faults, rss_available
-from metacal.experiments.benchmark.meta_step import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root: experiments/ is not installed
+from experiments.benchmark.memory import minor_faults, rss_available  # noqa: E402
+from experiments.benchmark.meta_step import (  # noqa: E402
     BACKENDS,
     COMPARISON_ROWS,
     Method,
@@ -52,8 +53,8 @@ from metacal.experiments.benchmark.meta_step import (
     paired_statistic,
     rss_peaks,
 )
-from metacal.report.machine import cpu_model
-from metacal.train.runtime import preload_forward_ad, retain_freed_memory
+from metacal.report.machine import cpu_model  # noqa: E402
+from metacal.train.process_settings import preload_forward_ad, retain_freed_memory  # noqa: E402
 
 TARGETS = "jvp ≤ 3.0× focal, head ≤ 1.4× focal, jvp ≥ 2× faster than higher, jvp peak memory < higher"
 
@@ -278,7 +279,7 @@ With the C library's defaults, freed blocks go back to the OS, so every step map
 for much of what it allocates — most for the steps that hold the most at their peak (`higher` keeps the
 second-order graph, `jvp` the real forward's activations for its tangent pass).
 {"This run kept freed memory for reuse (`--malloc retain`, the default, as the trainer does on CPU "
- "through `run.malloc_retain`; metacal/train/runtime.py): steps fault only while warming up. "
+ "through `run.malloc_retain`; metacal/train/process_settings.py): steps fault only while warming up. "
  "`--malloc glibc` measures with the C library's defaults." if result["malloc"] == "retain" else
  "This run used the C library's defaults (`--malloc glibc`); the default `--malloc retain` keeps freed "
  "memory for reuse, as the trainer does on CPU (`run.malloc_retain`)."}

@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Run a grid of training configs × seeds; finished runs are skipped, interrupted ones resumed.
 
-Thin wrapper of metacal/experiments/sweep_cli.py (options and exit codes: ``--help``; installed: ``metacal-sweep``).
+Thin wrapper of metacal/sweep/cli.py (options and exit codes: ``--help``; installed: ``metacal-sweep``).
 
     python scripts/sweep.py --configs configs/fashion_mnist/*.yaml --seeds 0 1 2 --out runs/sweep_fmnist --jobs 2
 """
 
 import sys
 
-from metacal.experiments.sweep_cli import main
+from metacal.sweep.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

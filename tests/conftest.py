@@ -23,6 +23,6 @@ def _seeded_single_thread():
 
 @pytest.fixture(autouse=True)
 def _no_process_wide_malloc_setting(monkeypatch):
-    import metacal.train.runtime
+    import metacal.train.process_settings
 
-    monkeypatch.setattr(metacal.train.runtime, "retain_freed_memory", lambda: False)
+    monkeypatch.setattr(metacal.train.process_settings, "retain_freed_memory", lambda: False)

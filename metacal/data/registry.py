@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from metacal.registry import Registry
 
 from .bundle import DataBundle, subset_split
 
-DATASETS: Registry[DataBundle] = Registry("dataset", listing="metacal.data")
+DATASETS: Registry[DataBundle] = Registry("dataset", listing="metacal.data", supplied=("root", "seed"))
+#: options every dataset takes, applied here after the dataset is built
+SUBSET_OPTIONS = ("train_subset", "meta_val_subset")
 
 
 def build(name: str, root=None, seed: int = 0, train_subset: int | None = None, meta_val_subset: int | None = None,
@@ -20,13 +21,10 @@ def build(name: str, root=None, seed: int = 0, train_subset: int | None = None, 
     8:1:1 split with the split's seed, so val / meta-val / test stay the same (:func:`subset_split`);
     ``meta_val_subset=N`` does the same to the meta-validation split.
     """
+    if "max_train_samples" in options:
+        raise ValueError(f"dataset {name!r} has no option max_train_samples; a smaller training set is train_subset=N")
+    DATASETS.check_options(name, list(options), extra=SUBSET_OPTIONS)
     builder = DATASETS.get(name)
-    accepted = [p for p in inspect.signature(builder).parameters if p not in ("root", "seed")]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        hint = "; a smaller training set is train_subset=N" if "max_train_samples" in unknown else ""
-        raise ValueError(f"dataset {name!r} has no option(s) {', '.join(unknown)}; "
-                         f"valid options: {', '.join(accepted + ['train_subset', 'meta_val_subset'])}{hint}")
     bundle = builder(root=root, seed=seed, **options)
     for split, size in (("train", train_subset), ("meta_val", meta_val_subset)):
         if size is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .base import reduce
 from .focal import GammaLoss, safe_pow
 from .registry import LOSSES
 
@@ -38,13 +37,8 @@ class DualFocalLoss(GammaLoss):
     """
 
     confidence_knob = "gamma"  # as focal loss: a larger γ lowers confidence (Tao et al. 2023, §3)
+    default_gamma = 5.0
 
-    def __init__(self, gamma: float | list[float] = 5.0, reduction: str = "mean") -> None:
-        super().__init__(gamma, reduction)
-
-    def forward(
-        self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float | None = None, **extra
-    ) -> torch.Tensor:
-        gamma = self.resolve_gamma(targets, gamma)
+    def per_sample(self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float) -> torch.Tensor:
         base, lp = dual_focal_base(logits, targets)
-        return reduce(-safe_pow(base, gamma) * lp, self.reduction)
+        return -safe_pow(base, gamma) * lp

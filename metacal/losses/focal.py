@@ -1,7 +1,8 @@
 """Cross-entropy and focal loss (Lin et al., 2017), with scalar, per-class or per-sample γ.
 
 Also the pieces the other focal-family losses share: ``safe_pow`` (base^γ, finite at base = 0, γ
-differentiable) and ``GammaLoss`` (constructor γ as float or per-class list, call-time per-sample γ).
+differentiable) and ``GammaLoss`` (constructor γ as float or per-class list with a per-class default,
+call-time per-sample γ, reduction): a subclass gives only its per-sample formula.
 """
 
 from __future__ import annotations
@@ -52,15 +53,20 @@ def focal_per_sample(
 class GammaLoss(Loss):
     """Base of the focal family whose γ is a free parameter (and may be given per sample at call time).
 
-    ``gamma``: a float, or a per-class sequence of length K (γ_{y_i} is used for sample i).
-    At call time ``gamma=`` (a float, or a tensor with one γ per sample, shape (N,) or (N, 1))
-    overrides it; gradients flow to that tensor (the meta step differentiates w.r.t. γ).
+    ``gamma``: a float, or a per-class sequence of length K (γ_{y_i} is used for sample i); None (the
+    constructor default) takes the class's ``default_gamma``. At call time ``gamma=`` (a float, or a tensor
+    with one γ per sample, shape (N,) or (N, 1)) overrides it; gradients flow to that tensor (the meta step
+    differentiates w.r.t. γ). A subclass gives its formula ℓ_i(γ_i) as :meth:`per_sample`; ``forward``
+    resolves γ and applies ``reduction``.
     """
 
     per_sample_gamma = True
+    default_gamma: float = 1.0
 
-    def __init__(self, gamma: float | Sequence[float] = 1.0, reduction: str = "mean") -> None:
+    def __init__(self, gamma: float | Sequence[float] | None = None, reduction: str = "mean") -> None:
         super().__init__(reduction)
+        if gamma is None:
+            gamma = self.default_gamma
         if isinstance(gamma, (int, float)):
             self.gamma: float | None = float(gamma)
             self.register_buffer("class_gamma", None)
@@ -93,6 +99,22 @@ class GammaLoss(Loss):
             gamma = gamma.reshape(-1)
         return gamma
 
+    def per_sample(
+        self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float
+    ) -> torch.Tensor:
+        """ℓ_i for each sample, γ already resolved (a float or one value per sample)."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        logits: torch.Tensor,
+        targets: torch.Tensor,
+        gamma: torch.Tensor | float | None = None,
+        **extra,
+    ) -> torch.Tensor:
+        """reduce(ℓ_i) with γ from :meth:`resolve_gamma` (call-time, else per-class, else scalar)."""
+        return reduce(self.per_sample(logits, targets, self.resolve_gamma(targets, gamma)), self.reduction)
+
 
 @LOSSES.register("ce")
 class CrossEntropy(Loss):
@@ -112,13 +134,4 @@ class FocalLoss(GammaLoss):
     """
 
     confidence_knob = "gamma"  # a larger γ down-weights confident samples: lower confidence (Mukhoti et al. 2020)
-
-    def forward(
-        self,
-        logits: torch.Tensor,
-        targets: torch.Tensor,
-        gamma: torch.Tensor | float | None = None,
-        **extra,
-    ) -> torch.Tensor:
-        gamma = self.resolve_gamma(targets, gamma)
-        return reduce(focal_per_sample(logits, targets, gamma), self.reduction)
+    per_sample = staticmethod(focal_per_sample)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 
-from .base import reduce
 from .focal import GammaLoss, log_pt
 from .registry import LOSSES
 
@@ -28,11 +27,4 @@ class InverseFocalLoss(GammaLoss):
     ``gamma``: float or per-class list; per-sample ``gamma=`` tensor at call time (differentiable).
     """
 
-    def __init__(self, gamma: float | list[float] = 1.0, reduction: str = "mean") -> None:
-        super().__init__(gamma, reduction)
-
-    def forward(
-        self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float | None = None, **extra
-    ) -> torch.Tensor:
-        gamma = self.resolve_gamma(targets, gamma)
-        return reduce(inverse_focal_per_sample(logits, targets, gamma), self.reduction)
+    per_sample = staticmethod(inverse_focal_per_sample)

@@ -65,13 +65,10 @@ class FocalGRA(GammaLoss):
     """ℓ = −u·log p_y, u = (1 − p_y)^γ detached from the logits (Lin et al. 2025, eq. 7 + GRA); γ = 1 default
     (as ``focal``). Per-sample ``gamma=`` at call time, differentiable w.r.t. γ."""
 
-    def forward(
-        self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float | None = None, **extra
-    ) -> torch.Tensor:
-        gamma = self.resolve_gamma(targets, gamma)
+    def per_sample(self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float) -> torch.Tensor:
         lp = log_pt(logits, targets)
         u = safe_pow(-torch.expm1(lp.detach()), gamma)
-        return reduce(-u * lp, self.reduction)
+        return -u * lp
 
 
 @LOSSES.register("dual_focal_gra")
@@ -82,12 +79,8 @@ class DualFocalGRA(GammaLoss):
     The whole weight is detached, so ∇ℓ = u·∇CE (eq. 9); the reference code detaches only p_j, which gives
     the same value but a different gradient (module docstring)."""
 
-    def __init__(self, gamma: float | list[float] = 5.0, reduction: str = "mean") -> None:
-        super().__init__(gamma, reduction)
+    default_gamma = 5.0
 
-    def forward(
-        self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float | None = None, **extra
-    ) -> torch.Tensor:
-        gamma = self.resolve_gamma(targets, gamma)
+    def per_sample(self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float) -> torch.Tensor:
         base, _ = dual_focal_base(logits.detach(), targets)
-        return reduce(-safe_pow(base, gamma) * log_pt(logits, targets), self.reduction)
+        return -safe_pow(base, gamma) * log_pt(logits, targets)

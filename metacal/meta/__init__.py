@@ -6,21 +6,31 @@ iteration (real SGD step + meta-parameter update) and returns a ``StepResult``; 
 forward-mode JVP), "higher" (exact, the reference), "head" (lookahead through the classifier head only).
 """
 
-from .backend import StepContext, StepResult
+import torch
+
+from .step_context import StepContext, StepResult
 from .gamma_net import OUTPUT_MAPS, GammaNet
 from .inner import GammaFocalInner, LearnableL2Inner, make_inner
-from .learner import BACKENDS, MetaLearner, PlainStep, average_over_processes
+from .learner import BACKENDS, MetaLearner, PlainStep
 from .sgd_lookahead import lookahead_scales, step_coefficient
+
+#: ``meta.learner``: what the meta step learns — the γ-Net (FLγ-*), the loss's own meta-parameters (CE-SECE /
+#: CE-DECE) or one scalar of the loss by root-finding (:mod:`metacal.meta.auto`); metacal/train/components.py
+#: builds each.
+LEARNERS = ("gamma_net", "loss", "auto")
+#: ``meta.optimizer``: the optimiser of the meta-parameters φ, by name.
+META_OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 __all__ = [
     "BACKENDS",
+    "LEARNERS",
+    "META_OPTIMIZERS",
     "GammaNet",
     "OUTPUT_MAPS",
     "MetaLearner",
     "PlainStep",
     "StepResult",
     "StepContext",
-    "average_over_processes",
     "GammaFocalInner",
     "LearnableL2Inner",
     "make_inner",

@@ -21,15 +21,61 @@ batch its one-step sign is a coin flip, and without that noise its greedy object
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from .backend import StepResult
-from .learner import PlainStep, average_over_processes
+from metacal.distributed import average_over_processes
+
+from .step_context import StepResult
+from .learner import PlainStep
 from .root_finder import SignRootFinder
+
+
+#: ``meta.controller``'s keys and defaults (the ``meta`` config section of ``meta.learner: auto``): the band k in
+#: standard errors, the step's grow and shrink factors, ``max`` the scalar's upper end (None: the loss's own, 1 for
+#: label-smoothing ε, capped at 10 where the loss has none, focal γ), ``updates_per_epoch`` and ``sample`` (meta-val
+#: samples per measurement; None: all). ``meta.lr`` is the first step, ``meta.gamma_net.init_gamma`` the start.
+CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "max": None, "updates_per_epoch": 1,
+                                       "sample": None}
+
+
+def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[SignRootFinder, dict[str, Any]]:
+    """The root finder of the ``meta`` config section for ``loss``'s confidence scalar, and the controller's
+    options (:data:`CONTROLLER_DEFAULTS` under ``meta.controller``); a bad setting is a one-line ValueError
+    naming its config key."""
+    knob = getattr(loss, "confidence_knob", None)
+    if knob is None or not isinstance(getattr(loss, knob, None), float):
+        raise ValueError("meta.learner=auto sets one scalar of the loss that lowers confidence (focal or dual_focal "
+                         f"γ, label_smoothing ε); loss '{loss_name}' has none (or a per-class γ)")
+    given: Mapping[str, Any] = meta.controller
+    unknown = sorted(set(given) - set(CONTROLLER_DEFAULTS))
+    if unknown:
+        raise ValueError(f"meta.controller has no key(s) {', '.join(unknown)}; valid: {', '.join(CONTROLLER_DEFAULTS)}")
+    opts = {**CONTROLLER_DEFAULTS, **given}
+    lo, hi = loss.knob_range
+    top = float(opts["max"]) if opts["max"] is not None else min(hi, 10.0)
+    start = float(meta.gamma_net.get("init_gamma", getattr(loss, knob)))
+    checks = [
+        (meta.lr > 0, f"meta.lr (the first step of the automatic {knob}) must be > 0; got {meta.lr}"),
+        (lo < top <= hi, f"meta.controller.max must be in ({lo}, {hi}] for {knob}; got {top}"),
+        (lo <= start <= top, f"meta.gamma_net.init_gamma (the start of {knob}, {start}) must be in "
+                             f"[{lo}, meta.controller.max = {top}]"),
+        (opts["sample"] is None or (isinstance(opts["sample"], int) and not isinstance(opts["sample"], bool)),
+         f"meta.controller.sample must be a whole number of meta-val samples or null (all); got {opts['sample']!r}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+    try:
+        finder = SignRootFinder(start, float(meta.lr), lo, top, band=float(opts["band"]), grow=float(opts["grow"]),
+                                shrink=float(opts["shrink"]))
+    except ValueError as err:
+        raise ValueError(f"meta.controller: {err}") from None
+    return finder, opts
 
 
 @torch.no_grad()

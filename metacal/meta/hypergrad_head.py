@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .backend import (
+from .step_context import (
     StepContext,
     StepResult,
     contract_hypergradient,

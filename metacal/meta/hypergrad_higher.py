@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from .backend import StepContext, StepResult, accumulate_grads, differentiable_attention
+from .step_context import StepContext, StepResult, accumulate_grads, differentiable_attention
 from .sgd_lookahead import clip_factor
 
 

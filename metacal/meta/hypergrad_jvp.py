@@ -27,7 +27,7 @@ import torch.autograd.forward_ad as fwAD
 from .bn_jvp import lean_batchnorm
 from .hypergrad_head import head_meta_step
 from .replay import PrimalRecorder, replay_primals
-from .backend import (
+from .step_context import (
     RNGState,
     StepContext,
     StepResult,

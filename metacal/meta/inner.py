@@ -1,6 +1,6 @@
 """Inner (training) losses whose meta-parameters a meta step learns by hypergradient.
 
-Both adapters expose the same small interface used by every backend:
+Both adapters expose the same small interface used by every backend (their base, ``InnerLoss``):
 
 * ``meta_parameters()`` — the parameters φ the meta optimizer updates;
 * ``meta_inputs(features)`` — what the loss needs from φ for this batch (the γ-Net's per-sample γ, graph
@@ -21,7 +21,38 @@ from torch import nn
 from .gamma_net import GammaNet
 
 
-class GammaFocalInner:
+class InnerLoss:
+    """The interface of the module docstring: L(θ, φ) = (1/N) Σ_i ℓ_i(θ, φ), ℓ_i the per-sample values of
+    ``loss(logits, targets, **loss_inputs(...))``; a subclass says in :meth:`loss_inputs` how φ enters."""
+
+    logits_depend_on_meta: bool
+    uses_head_params: bool
+    loss: nn.Module
+
+    def meta_parameters(self) -> list[nn.Parameter]:
+        raise NotImplementedError
+
+    def meta_inputs(self, features: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    def loss_inputs(self, logits: torch.Tensor, head_weight: torch.Tensor | None, head_bias: torch.Tensor | None,
+                    meta: Any) -> dict[str, Any]:
+        """The keyword arguments of ``loss`` that carry φ (and the head parameters when it needs them)."""
+        raise NotImplementedError
+
+    def total(
+        self,
+        logits: torch.Tensor,
+        targets: torch.Tensor,
+        head_weight: torch.Tensor | None,
+        head_bias: torch.Tensor | None,
+        meta: Any,
+    ) -> torch.Tensor:
+        """L(θ, φ) = mean over the batch of the per-sample loss."""
+        return self.loss(logits, targets, **self.loss_inputs(logits, head_weight, head_bias, meta)).mean()
+
+
+class GammaFocalInner(InnerLoss):
     """Focal loss with per-sample γ_i = γ-Net(features_i) (Wang & Golebiowski 2024, Alg. 1, lines 3–4)."""
 
     logits_depend_on_meta = True
@@ -44,18 +75,13 @@ class GammaFocalInner:
     def meta_inputs(self, features: torch.Tensor) -> torch.Tensor:
         return self.gamma_net(features)
 
-    def total(
-        self,
-        logits: torch.Tensor,
-        targets: torch.Tensor,
-        head_weight: torch.Tensor | None,
-        head_bias: torch.Tensor | None,
-        meta: Any,
-    ) -> torch.Tensor:
-        return self.loss(logits, targets, gamma=meta.to(logits.dtype)).mean()
+    def loss_inputs(self, logits: torch.Tensor, head_weight: torch.Tensor | None, head_bias: torch.Tensor | None,
+                    meta: Any) -> dict[str, Any]:
+        """γ_i = γ-Net(features_i) in the logits' dtype."""
+        return {"gamma": meta.to(logits.dtype)}
 
 
-class LearnableL2Inner:
+class LearnableL2Inner(InnerLoss):
     """CE + Σ coeff ⊙ θ_head² (Bohdal et al. CE-DECE / CE-SECE baselines), meta-parameters = coefficients.
 
     ``loss`` is ``metacal.losses.build("ce_learnable_l2", weight_shape=(K, d), ...)``; its
@@ -76,18 +102,13 @@ class LearnableL2Inner:
     def meta_inputs(self, features: torch.Tensor) -> None:
         return None
 
-    def total(
-        self,
-        logits: torch.Tensor,
-        targets: torch.Tensor,
-        head_weight: torch.Tensor | None,
-        head_bias: torch.Tensor | None,
-        meta: Any,
-    ) -> torch.Tensor:
-        return self.loss(logits, targets, head_weight=head_weight, head_bias=head_bias).mean()
+    def loss_inputs(self, logits: torch.Tensor, head_weight: torch.Tensor | None, head_bias: torch.Tensor | None,
+                    meta: Any) -> dict[str, Any]:
+        """θ_head = (weight, bias), which the loss penalises by Σ coeff ⊙ θ_head²."""
+        return {"head_weight": head_weight, "head_bias": head_bias}
 
 
-def make_inner(gamma_net: GammaNet | None = None, loss: nn.Module | None = None):
+def make_inner(gamma_net: GammaNet | None = None, loss: nn.Module | None = None) -> InnerLoss:
     """γ-Net + focal (``gamma_net`` given; ``loss`` defaults to focal with reduction="none"), or the
     learnable-L2 baseline (``loss`` is a ``ce_learnable_l2`` module, no γ-Net)."""
     if gamma_net is not None:

@@ -26,14 +26,14 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from metacal.distributed import average_over_processes, broadcast_from_main, world_size
 from metacal.objectives._inputs import check_targets
 from metacal.registry import unknown_name
 
-from .backend import StepContext, StepResult, real_step
+from .step_context import StepContext, StepResult, real_step
 from .gamma_net import GammaNet
 from .hypergrad_head import head_meta_step
 from .hypergrad_higher import higher_meta_step
@@ -54,20 +54,6 @@ BACKENDS: dict[str, Callable[..., StepResult]] = {
 #: every other φ; Wang & Golebiowski 2024) or "trajectory" (forward-mode accumulation over the whole
 #: training trajectory, :mod:`metacal.meta.trajectory`).
 HORIZONS = ("step", "trajectory")
-
-
-def world_size() -> int:
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-def average_over_processes(tensors: list[torch.Tensor]) -> None:
-    """In place: every tensor becomes its mean over all processes (a no-op in one process)."""
-    n = world_size()
-    if n == 1:
-        return
-    for t in tensors:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        t.div_(n)
 
 
 def check_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, name: str) -> None:
@@ -130,8 +116,9 @@ class MetaLearner:
         max_grad_norm / max_meta_grad_norm: optional total-norm clipping of backbone / meta gradients.
         backward: for the real loss (default ``Tensor.backward``; trainer: ``accelerator.backward``).
         forward_model: the module of the real train forward (a DDP wrapper); default ``model``.
-        average: in-place mean over processes of a list of tensors (default: torch.distributed, a no-op
-            in one process); applied to the meta-val gradients v and to φ's gradients.
+        average: in-place mean over processes of a list of tensors (default:
+            :func:`metacal.distributed.average_over_processes`, a no-op in one process); applied to the
+            meta-val gradients v and to φ's gradients.
         horizon: a value of :data:`HORIZONS`; "trajectory" (γ-Net only) gives the γ-Net's bias the
             hypergradient through all past steps instead of the last one; ``horizon_decay`` β ∈ [0, 1]
             weights a step k iterations back by β^k (1: the whole trajectory; 0: the last step only).
@@ -162,7 +149,8 @@ class MetaLearner:
         if horizon not in HORIZONS:
             raise ValueError(unknown_name("meta horizon", horizon, HORIZONS))
         if horizon == "trajectory" and gamma_net is None:
-            raise ValueError("horizon='trajectory' learns the γ-Net's bias: it needs gamma_net=")
+            raise ValueError("horizon 'trajectory' learns the γ-Net's bias: it needs a γ-Net (gamma_net=; in a config, "
+                             "meta.learner=gamma_net)")
         if backend not in BACKENDS:
             raise ValueError(unknown_name("meta backend", backend, sorted(BACKENDS)))
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
@@ -178,9 +166,7 @@ class MetaLearner:
         self.gamma_net = gamma_net
         self.inner = make_inner(gamma_net, loss)
         self.meta_parameters = [p for p in self.inner.meta_parameters() if p.requires_grad]
-        if world_size() > 1:  # every process starts from rank 0's φ
-            for p in self.meta_parameters:
-                dist.broadcast(p.data, src=0)
+        broadcast_from_main([p.data for p in self.meta_parameters])  # every process starts from rank 0's φ
         self.meta_optimizer = meta_optimizer or torch.optim.Adam(self.meta_parameters, lr=meta_lr)
         self.meta_val = meta_val
         self.ce_weight = float(ce_weight)

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .backend import RNGState, StepContext, differentiable_attention, meta_val_forward
+from .step_context import RNGState, StepContext, differentiable_attention, meta_val_forward
 from .sgd_lookahead import clip_factor
 
 

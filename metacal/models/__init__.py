@@ -25,7 +25,6 @@ starts a model from a local state dict with one-line errors for missing keys and
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from torch import nn
@@ -60,16 +59,7 @@ def build(name: str, num_classes: int, in_channels: int, **options: Any) -> nn.M
     if is_torchvision(name):
         return build_torchvision(torchvision_name(name), num_classes=num_classes, in_channels=in_channels, **options)
     check_name(name)
-    builder = MODELS.get(name)
-    accepted = [p for p in inspect.signature(builder).parameters
-                if p not in ("num_classes", "in_channels")]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"model {name!r} does not take option(s) {', '.join(unknown)}; "
-            f"its options are: {', '.join(accepted)}"
-        )
-    return builder(num_classes=num_classes, in_channels=in_channels, **options)
+    return MODELS.build(name, num_classes=num_classes, in_channels=in_channels, **options)
 
 
 def available() -> list[str]:

@@ -6,4 +6,4 @@ from torch import nn
 
 from metacal.registry import Registry
 
-MODELS: Registry[nn.Module] = Registry("model", listing="metacal.models")
+MODELS: Registry[nn.Module] = Registry("model", listing="metacal.models", supplied=("num_classes", "in_channels"))

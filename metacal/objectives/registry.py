@@ -23,7 +23,7 @@ from .sbece import sbece, sbece_label
 from .sece import sece
 
 Objective = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-OBJECTIVES: Registry[torch.Tensor] = Registry("objective", listing="metacal.objectives")
+OBJECTIVES: Registry[torch.Tensor] = Registry("objective", listing="metacal.objectives", supplied=("logits", "targets"))
 for _name, _fn in (("sece", sece), ("dece", dece), ("sbece", sbece), ("sbece_label", sbece_label),
                    ("avuc", avuc), ("savuc", savuc), ("mmce", mmce), ("mdca", mdca)):
     OBJECTIVES.register(_name)(_fn)
@@ -32,14 +32,9 @@ for _name, _fn in (("sece", sece), ("dece", dece), ("sbece", sbece), ("sbece_lab
 def build(name: str, **params: Any) -> functools.partial:
     """The registered objective ``name`` with ``params`` bound (``.keywords`` holds every parameter,
     defaults included); an unknown name raises UnknownNameError listing the valid ones."""
+    OBJECTIVES.check_options(name, list(params))
     fn = OBJECTIVES.get(name)
-    signature = inspect.signature(fn)
-    allowed = list(signature.parameters)[2:]  # everything after (logits, targets)
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ValueError(f"objective {name!r} got unknown parameter(s) {', '.join(unknown)}; "
-                         f"valid: {', '.join(allowed) or '(none)'}")
-    defaults = {key: p.default for key, p in signature.parameters.items() if key in allowed}
+    defaults = {key: p.default for key, p in inspect.signature(fn).parameters.items() if key in OBJECTIVES.options(name)}
     objective = functools.partial(fn, **{**defaults, **params})
     logits = torch.tensor([[2.0, 0.0, -1.0], [0.0, 1.0, 0.5]], dtype=torch.float64)
     objective(logits, torch.tensor([0, 2]))  # bad parameter values fail here, not mid-training

@@ -32,6 +32,7 @@ confidence 1) the value is 0 and the gradient 0 instead of NaN.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -101,28 +102,32 @@ def sbece_label_from_confidence(
     return _safe_root((membership * per_pair).sum() / conf.shape[0], p)
 
 
-def sbece(
+def _on_logits(
+    from_confidence: Callable[..., torch.Tensor],
     logits: torch.Tensor,
     targets: torch.Tensor,
-    num_bins: int = 15,
-    temperature: float = DEFAULT_TEMPERATURE,
-    p: int = 2,
+    num_bins: int,
+    temperature: float,
+    p: int,
+) -> torch.Tensor:
+    """``from_confidence``(c, a) of N×K logits after the checks: c_i = max_k p_ik, a_i = 1[argmax = y_i]."""
+    temperature = _check(logits, targets, num_bins, temperature, p)
+    conf = top_confidence(probabilities(logits))
+    return from_confidence(conf, hard_correct(logits, targets), int(num_bins), temperature, p)
+
+
+def sbece(
+    logits: torch.Tensor, targets: torch.Tensor,
+    num_bins: int = 15, temperature: float = DEFAULT_TEMPERATURE, p: int = 2,
 ) -> torch.Tensor:
     """Soft-binned ECE_bin,p (Karandikar et al. 2021, eq. 11) of N×K logits; M = 15 (their App. E), p = 2,
     T ≈ 4.83e-4."""
-    temperature = _check(logits, targets, num_bins, temperature, p)
-    conf = top_confidence(probabilities(logits))
-    return sbece_from_confidence(conf, hard_correct(logits, targets), int(num_bins), temperature, p)
+    return _on_logits(sbece_from_confidence, logits, targets, num_bins, temperature, p)
 
 
 def sbece_label(
-    logits: torch.Tensor,
-    targets: torch.Tensor,
-    num_bins: int = 15,
-    temperature: float = DEFAULT_TEMPERATURE,
-    p: int = 2,
+    logits: torch.Tensor, targets: torch.Tensor,
+    num_bins: int = 15, temperature: float = DEFAULT_TEMPERATURE, p: int = 2,
 ) -> torch.Tensor:
     """Soft-label-binned ECE_lb,p (Karandikar et al. 2021, eq. 12; the variant they train with) of N×K logits."""
-    temperature = _check(logits, targets, num_bins, temperature, p)
-    conf = top_confidence(probabilities(logits))
-    return sbece_label_from_confidence(conf, hard_correct(logits, targets), int(num_bins), temperature, p)
+    return _on_logits(sbece_label_from_confidence, logits, targets, num_bins, temperature, p)

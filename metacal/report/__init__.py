@@ -1,5 +1,6 @@
-"""Human-readable reports: reliability diagrams (``reliability``)."""
+"""Human-readable reports: result tables, figures and pages of a sweep's runs. ``plot_reliability`` is
+:func:`metacal.plots.reliability.plot_reliability`, re-exported."""
 
-from .reliability import plot_reliability
+from metacal.plots.reliability import plot_reliability
 
 __all__ = ["plot_reliability"]

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from metacal.plots.reliability import plot_reliability
 from metacal.report.runs import Run
 
 Series = tuple[np.ndarray, np.ndarray, np.ndarray]  # (x, mean, std) — std NaN where one run only
@@ -72,11 +73,9 @@ def _band(ax, x: np.ndarray, mean: np.ndarray, std: np.ndarray, label: str, scal
 def plot_reliability_grid(
     entries: Sequence[tuple[str, np.ndarray, np.ndarray]], path: Path, num_bins: int = 15, ncols: int = 4
 ) -> Path:
-    """One reliability diagram per (title, probs, labels), drawn by metacal.report.reliability.plot_reliability
+    """One reliability diagram per (title, probs, labels), drawn by metacal.plots.reliability.plot_reliability
     and tiled into one PNG."""
     import torch
-
-    from metacal.report.reliability import plot_reliability
 
     if not entries:
         raise ValueError("no predictions to draw reliability diagrams from")

@@ -14,8 +14,8 @@ Modules: ``config`` (schema + loader), ``cli`` (exit codes 0 / 1 diverged / 2 ba
 ``run_dir``, ``fit`` (own datasets and network from Python), ``components`` (builders), ``steps`` (the
 iteration: plain, or the meta learner from
 ``meta.*``), ``setup`` (everything built before the first epoch), ``loop`` (the epoch loop), ``evaluation``, ``outputs`` (metrics.json & co.), ``tb_logging``, ``checkpoint`` (crash-safe
-checkpoint scheme), ``compat`` (may a config resume a checkpoint), ``preemption`` (SIGTERM and Ctrl-C),
-``atomic_io``.
+checkpoint scheme), ``compat`` (may a config resume a checkpoint), ``preemption`` (SIGTERM and Ctrl-C).
+Crash-safe writes: :mod:`metacal.atomic_io`.
 """
 
 from .checkpoint import CheckpointError

@@ -49,9 +49,10 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
+from metacal.atomic_io import (describe_write_failure, fsync_dir, fsync_tree, point_symlink, write_errors,
+                               write_text_atomic)
 from metacal.wording import current
 
-from .atomic_io import describe_write_failure, fsync_dir, fsync_tree, point_symlink, write_errors, write_text_atomic
 from .train_state import EpochProgress, TrainState  # noqa: F401  (the checkpoint's contents; re-exported)
 
 MANIFEST = "MANIFEST.json"

@@ -30,8 +30,8 @@ from .checkpoint import CheckpointError, find_latest
 from .compat import checkpoint_to_resume, saved_config
 from .config import ConfigError, load_config, to_dict
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted, handle_stop_signals
-from .run_dir import RunPaths, clear_run_dir, default_run_dir, shared_run_dir
-from .run_summary import end_of_run_summary, finished_note
+from .run_dir import RunPaths, default_run_dir, remove_if_empty, shared_run_dir
+from .run_summary import finished_note
 
 EXIT_OK, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
 # OSError: FileNotFound, Permission…; DataFormatError: a user's image that stops decoding after the build-time check
@@ -106,14 +106,6 @@ def _prepare_paths(args: argparse.Namespace, accelerator) -> RunPaths:
                           user_errors=USER_ERRORS + (ValueError,))
 
 
-def _remove_if_empty(path: Path) -> None:
-    try:
-        if path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-    except OSError:
-        pass
-
-
 def _report(accelerator, message: str) -> None:
     """One line on stderr, said once when a launcher started several processes: by rank 0. The others wait
     for the launcher to stop them, which it does once rank 0 has exited (every rank reads the same config and
@@ -145,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = parse_args(argv)
     paths = None
-    from .loop import TrainingDivergedError, make_accelerator, train
+    from .loop import TrainingDivergedError, make_accelerator, train_in_dir
 
     accelerator = None
     existed = bool(args.run_dir) and Path(args.run_dir).exists()
@@ -159,18 +151,10 @@ def _main(argv: list[str] | None) -> int:
             cfg = resolve_config(args)
             accelerator = make_accelerator(cfg)
             paths = _prepare_paths(args, accelerator)
-
-            def started() -> None:  # main process, once every component is built: the run will start
-                if args.overwrite:
-                    clear_run_dir(paths.root)
-                print(f"run directory: {paths.root}", flush=True)
-
-            result = train(cfg, paths, resume=args.resume, accelerator=accelerator, before_first_write=started)
-            if accelerator.is_main_process:
-                print(end_of_run_summary(result.metrics, paths, cfg.schedule.epochs), flush=True)
+            train_in_dir(cfg, paths, accelerator, resume=args.resume, overwrite=args.overwrite)
     except USER_ERRORS as err:
         if paths is not None and not existed and (accelerator is None or accelerator.is_main_process):
-            _remove_if_empty(paths.root)  # created by this call and still empty: leave no trace
+            remove_if_empty(paths.root)  # created by this call and still empty: leave no trace
         _report(accelerator, f"error: {_describe(err)}")
         return EXIT_BAD_INPUT
     except TrainingDivergedError as err:

@@ -19,7 +19,7 @@ import yaml
 from metacal.wording import current
 
 from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest, no_checkpoint_message
-from .config import Config, ConfigError, build_config, flatten, to_dict, upgrade_saved
+from .config import Config, ConfigError, build_config, flatten, to_dict
 
 FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "model.freeze", "loss.name",
          "loss.params", "meta.enabled", "meta.learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size",
@@ -35,10 +35,10 @@ def _value(flat: dict[str, Any], key: str) -> Any:
 
 
 def parse_saved_config(text: str, where: str) -> Config:
-    """The config a checkpoint was made with; keys and values renamed since then take their new spelling."""
+    """The config a checkpoint was made with."""
     try:
         data = yaml.safe_load(text)
-        return build_config(upgrade_saved(data if isinstance(data, dict) else {}))
+        return build_config(data if isinstance(data, dict) else {})
     except (yaml.YAMLError, ConfigError) as err:
         raise CheckpointError(f"the config saved in {where} is unreadable ({' '.join(str(err).split())})") from None
 

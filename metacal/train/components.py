@@ -1,18 +1,39 @@
-"""Build the pieces a run needs from its config: data, model, loss, optimiser, schedule, loaders.
+"""The one place that turns a validated config into a run's objects: data, model, loss, optimiser, schedule,
+loaders and the iteration (:func:`build_parts`). After loading (metacal/train/config.py) it is the only place
+that raises :class:`~metacal.train.config.ConfigError`.
 
-Constructor errors caused by the config (unknown parameter → TypeError, bad value → ValueError) become
-:class:`~metacal.train.config.ConfigError` naming the config section, so the CLI prints one line.
-Unknown registry names raise :class:`metacal.registry.UnknownNameError` unchanged (its message names the
-closest valid names and where the full list is); missing data raises :class:`metacal.data.DataNotFoundError`.
+Constructor errors caused by the config (unknown option → the registry's ValueError, bad value → ValueError)
+become one ConfigError line naming the config section (:func:`construct`). Unknown registry names raise
+:class:`metacal.registry.UnknownNameError` unchanged (its message names the closest valid names and where the
+full list is); missing data raises :class:`metacal.data.DataNotFoundError`.
+
+The iteration is a :class:`~metacal.meta.PlainStep`, or a meta learner for ``meta.learner``:
+
+* ``gamma_net`` (FLγ-SECE / FLγ-DECE, Wang & Golebiowski 2024): per-sample γ = GammaNet(features) with
+  ``num_heads`` = number of classes (their §4.1); the inner loss is the configured focal-family loss.
+* ``loss`` (CE-SECE / CE-DECE, Bohdal et al. 2023): the loss's own ``meta_parameters()`` (``ce_learnable_l2``).
+* ``auto``: one scalar of the loss set by root-finding on the meta-val calibration gap (:mod:`metacal.meta.auto`,
+  which also owns ``meta.controller``'s keys).
+
+The meta objective is ``metacal.objectives.build(meta.objective, **meta.objective_params)`` on a stream of
+meta-validation batches (each process reads its own slice of the global batch); a meta-val split smaller than
+``meta.batch_size`` gives batches of the whole split, with a one-line warning (:func:`meta_batch_size`).
 """
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import torch
+from accelerate import Accelerator
 from torch import nn
 
+from metacal import objectives
+from metacal.data.loaders import InfiniteLoader
+from metacal.meta import META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep
+from metacal.meta.auto import AutoScalar, controller_from_config
 from metacal.registry import UnknownNameError
 from metacal.wording import current, speaking
 
@@ -40,7 +61,8 @@ def check_buildable(cfg: Config, how: str = "metacal.fit(model, train, ...)") ->
 
 
 def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Call a constructor; bad parameters → ConfigError('<section>: <reason>')."""
+    """Call a constructor; bad parameters → ConfigError('<section>: <reason>') (just the reason when ``section``
+    is empty: a message that names its config keys itself)."""
     try:
         return fn(*args, **kwargs)
     except UnknownNameError:
@@ -48,7 +70,8 @@ def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> 
     except (TypeError, ValueError) as err:
         if isinstance(err, FileNotFoundError):
             raise
-        raise ConfigError(f"{section}: {' '.join(str(err).split())}") from None
+        reason = " ".join(str(err).split())
+        raise ConfigError(f"{section}: {reason}" if section else reason) from None
 
 
 def build_data(cfg: Config):
@@ -56,7 +79,6 @@ def build_data(cfg: Config):
     here (``--set data.options.download=true`` / ``overrides=["data.options.download=true"]``)."""
     from metacal import data
 
-    check_buildable(cfg)
     data.DATASETS.get(cfg.data.name)  # unknown name → UnknownNameError before any loading
     with speaking(current().in_config()):
         return construct(f"data ({cfg.data.name})", data.build, cfg.data.name, root=cfg.data.root,
@@ -74,14 +96,14 @@ def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True,
     from .optim import freeze
 
     if model is None:
-        check_buildable(cfg)
         models.check_name(cfg.model.name)
         options = dict(cfg.model.options)
         options.setdefault("input_shape", tuple(bundle.input_shape))
         model = construct(f"model ({cfg.model.name})", models.build, cfg.model.name,
                           num_classes=bundle.num_classes, in_channels=bundle.in_channels, **options)
     if cfg.model.checkpoint and load_checkpoint:
-        construct("model.checkpoint", load_initial_weights, model, cfg.model.checkpoint, list(cfg.model.checkpoint_skip))
+        construct("model.checkpoint", load_initial_weights, model, cfg.model.checkpoint,
+                  list(cfg.model.checkpoint_skip))
     construct("model.freeze", freeze, model, list(cfg.model.freeze))
     return model
 
@@ -135,3 +157,115 @@ def make_loaders(cfg: Config, bundle: Any) -> tuple[Any, Any, Any]:
     test = None if bundle.test is None else make_loader(bundle.test, d.eval_batch_size, shuffle=False,
                                                         seed=cfg.run.seed, num_workers=d.num_workers)
     return train, val, test
+
+
+def meta_batch_size(cfg: Config, meta_val_size: int, processes: int, warn: bool = True) -> int:
+    """The per-process meta batch: ``meta.batch_size`` split over the processes, clamped to each process's share
+    of the meta-val split (a warning on stderr when ``warn``); ConfigError when a process would get none."""
+    per_process = meta_val_size // processes
+    if per_process == 0:
+        raise ConfigError(f"the meta step needs meta-validation samples, one per process at least ({processes}), but "
+                          f"the meta-val split has {meta_val_size}; give it a share with data.options.split "
+                          "(train, val, meta_val fractions; default [0.8, 0.1, 0.1]) and no data.options.fold_meta_val")
+    batch = cfg.meta.batch_size // processes
+    if batch > per_process:
+        if warn:
+            print(f"warning: meta.batch_size {cfg.meta.batch_size} is larger than the meta-val split "
+                  f"({meta_val_size} samples); using meta batches of {per_process * processes}", file=sys.stderr,
+                  flush=True)
+        batch = per_process
+    return batch
+
+
+def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module,
+               optimizer: Any, bundle: Any, steps_per_epoch: int) -> PlainStep | MetaLearner | AutoScalar:
+    """The iteration of this run; ``model``/``optimizer`` are the accelerator-prepared ones."""
+    raw = accelerator.unwrap_model(model)
+    if not cfg.meta.enabled:
+        head = raw.classifier if loss_fn.needs_head_params else None  # fixed learnable-L2 coefficients
+        return PlainStep(model, loss_fn, optimizer, backward=accelerator.backward, head=head)
+    if cfg.meta.learner == "auto":
+        return build_auto(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
+
+    m = cfg.meta
+    if cfg.run.mixed_precision == "fp16":
+        raise ConfigError("meta.enabled with run.mixed_precision=fp16 is not supported (the meta step's "
+                          "SGD update bypasses the fp16 grad scaler); use bf16 or no")
+    if m.backend == "head" and not getattr(raw, "features_are_head_input", True):
+        raise ConfigError("meta.backend=head differentiates the head applied to the features, but model.options."
+                          "feature_layer makes the features another layer's output; use backend jvp or higher")
+    objective = construct(f"meta.objective_params ({m.objective})", objectives.build, m.objective,
+                          **m.objective_params)
+    gamma_net = None
+    if m.learner == "gamma_net":
+        gamma_net = construct(
+            "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim),
+            **{"num_heads": int(bundle.num_classes), **m.gamma_net}).to(accelerator.device)
+        shape = [gamma_net.attention, gamma_net.weight]
+        meta_params = [{"params": [gamma_net.bias]}, {"params": shape, "lr": m.lr * m.shape_lr_scale}]
+    else:
+        meta_params = [p for p in loss_fn.meta_parameters() if p.requires_grad]
+        if not meta_params:
+            raise ConfigError(f"meta.learner=loss needs a loss with meta-parameters (ce_learnable_l2); "
+                              f"loss '{cfg.loss.name}' has none")
+    meta_optimizer = META_OPTIMIZERS[m.optimizer](meta_params, lr=m.lr, weight_decay=m.weight_decay)
+    n = accelerator.num_processes
+    batch = meta_batch_size(cfg, len(bundle.meta_val), n, warn=accelerator.is_main_process)
+    meta_val = construct("meta.batch_size", InfiniteLoader, bundle.meta_val, batch,
+                         seed=cfg.run.seed, rank=accelerator.process_index, world_size=n)
+    return construct(
+        "meta", MetaLearner, raw, optimizer, objective, gamma_net=gamma_net, loss=loss_fn, backend=m.backend,
+        meta_optimizer=meta_optimizer, meta_val=meta_val, ce_weight=m.ce_weight, every=m.every,
+        max_grad_norm=m.max_backbone_grad_norm, max_meta_grad_norm=m.max_meta_grad_norm,
+        backward=accelerator.backward, forward_model=model, horizon=m.horizon,
+        horizon_decay=m.horizon_decay)
+
+
+def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module, optimizer: Any,
+               bundle: Any, steps_per_epoch: int) -> AutoScalar:
+    """meta.learner=auto: plain steps of the loss with its confidence scalar found by root-finding."""
+    finder, opts = construct("", controller_from_config, cfg.meta, loss_fn, cfg.loss.name)
+    n = accelerator.num_processes
+    return construct(
+        "meta.controller", AutoScalar, model, loss_fn, optimizer, bundle.meta_val, finder, loss_fn.confidence_knob,
+        steps_per_epoch=steps_per_epoch, updates_per_epoch=int(opts["updates_per_epoch"]), sample=opts["sample"],
+        batch_size=max(1, cfg.data.eval_batch_size // n), seed=cfg.run.seed, rank=accelerator.process_index,
+        world_size=n, backward=accelerator.backward, measure_model=accelerator.unwrap_model(model))
+
+
+@dataclass
+class Parts:
+    """A run's built objects; ``model``, ``optimizer`` and the loaders are the accelerator-prepared ones."""
+
+    model: nn.Module
+    loss_fn: nn.Module
+    optimizer: Any
+    scheduler: Any  # metacal.train.schedules.LRSchedule: iteration_done() / epoch_done()
+    stepper: PlainStep | MetaLearner | AutoScalar
+    loaders: list[Any]  # train, val, test (None without a test set)
+    steps_per_epoch: int
+
+
+def build_parts(cfg: Config, accelerator: Accelerator, bundle: Any = None, model: nn.Module | None = None,
+                load_checkpoint: bool = True) -> Parts:
+    """Every object of the run, in a fixed order (the seeded initialisations depend on it); ``bundle`` / ``model``
+    given from Python (:func:`metacal.fit`) are used as they are (``model.checkpoint`` and ``model.freeze`` apply)."""
+    n = accelerator.num_processes
+    if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.meta.enabled and cfg.meta.batch_size % n):
+        raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
+                          f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
+                          f"batches and must be divisible by the number of processes ({n})")
+    if bundle is None or model is None:
+        check_buildable(cfg)
+    bundle = build_data(cfg) if bundle is None else bundle
+    model = build_model(cfg, bundle, load_checkpoint=load_checkpoint, model=model)
+    loss_fn = build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
+    check_loss_data(cfg, loss_fn, bundle)
+    raw_optimizer = build_optimizer(cfg, model)
+    model, optimizer, *loaders = accelerator.prepare(model, raw_optimizer, *make_loaders(cfg, bundle))
+    steps_per_epoch = len(loaders[0])
+    if cfg.run.max_steps_per_epoch is not None:
+        steps_per_epoch = min(steps_per_epoch, cfg.run.max_steps_per_epoch)
+    stepper = build_step(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
+    scheduler = build_scheduler(cfg, raw_optimizer, steps_per_epoch)
+    return Parts(model, loss_fn, optimizer, scheduler, stepper, loaders, steps_per_epoch)

@@ -25,8 +25,13 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
+from metacal.meta import LEARNERS, META_OPTIMIZERS
 from metacal.meta.learner import BACKENDS, HORIZONS
+from metacal.metrics.bootstrap import METHODS as CI_METHODS
 from metacal.registry import unknown_name
+from metacal.train.epoch_eval import SELECT_BY
+from metacal.train.optim import OPTIMIZERS
+from metacal.train.schedules import SCHEDULES
 from metacal.train.schema import (  # noqa: F401  (re-exported: the schema is part of this API)
     Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, MetaConfig, ModelConfig, OptimConfig,
     RunConfig, ScheduleConfig,
@@ -37,25 +42,20 @@ class ConfigError(ValueError):
     """A bad config file or override; the message is one line that says what to fix."""
 
 
+# The allowed values of the keys that name a fixed choice, each list asked from the module that owns it (add a
+# schedule there and the config accepts it). Names in a registry (data, model, loss, objective) are checked by
+# the registry when the run is built (metacal/train/components.py).
 CHOICES = {
     "meta.backend": tuple(BACKENDS),
     "meta.horizon": HORIZONS,
-    "meta.learner": ("gamma_net", "loss", "auto"),
-    "meta.optimizer": ("adam", "sgd"),
-    "optim.name": ("sgd", "adamw"),
-    "schedule.name": ("step", "cosine", "constant"),
-    "eval.select_by": ("error", "nll", "ece"),
-    "run.mixed_precision": ("no", "fp16", "bf16"),
+    "meta.learner": LEARNERS,
+    "meta.optimizer": tuple(META_OPTIMIZERS),
+    "optim.name": OPTIMIZERS,
+    "schedule.name": SCHEDULES,
+    "eval.select_by": SELECT_BY,
+    "eval.ci_method": CI_METHODS,
+    "run.mixed_precision": ("no", "fp16", "bf16"),  # accelerate's mixed_precision values (fp8 left out)
 }
-
-
-# Renamed keys (old → new) and renamed values of a key. Files and --set using an old spelling are refused
-# with a message naming the new one; a run's saved config is migrated (see upgrade_saved).
-RENAMED_KEYS = {"schedule.gamma": "schedule.lr_decay"}
-RENAMED_VALUES = {"loss.name": {"mmce": "ce_mmce"}}  # CE + λ·MMCE; the objective "mmce" keeps its name
-# The free-form meta.step_options became typed keys of the meta section (old option → new meta key).
-STEP_OPTIONS = {"ce_weight": "ce_weight", "meta_every": "every", "max_meta_grad_norm": "max_meta_grad_norm",
-                "max_grad_norm": "max_backbone_grad_norm"}
 
 
 def _read_yaml(path: Path) -> DictConfig:
@@ -104,11 +104,6 @@ def _parse_overrides(overrides: list[str]) -> DictConfig:
 
 def _unknown_key(err: ConfigKeyError) -> str:
     key = str(err.full_key)
-    if key in RENAMED_KEYS:
-        return f"config key '{key}' was renamed to '{RENAMED_KEYS[key]}'"
-    if key.startswith("meta.step_options"):
-        moved = ", ".join(f"{old} → meta.{new}" for old, new in STEP_OPTIONS.items())
-        return f"config key 'meta.step_options' was replaced by keys of the meta section: {moved}"
     section = key.rpartition(".")[0]
     valid = [f.name for f in dataclasses.fields(err.object_type)]
     close = difflib.get_close_matches(str(err.key), valid, n=1)
@@ -142,9 +137,6 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or "?"
         raise ConfigError(f"invalid value for config key '{key}': {_first_line(err)}") from None
-    for key, renamed in RENAMED_VALUES.items():
-        if (value := _get(cfg, key)) in renamed:
-            raise ConfigError(f"{key} '{value}' was renamed to '{renamed[value]}'")
     for key, valid in CHOICES.items():
         if (value := _get(cfg, key)) not in valid:
             raise ConfigError(f"config key '{key}': {unknown_name('value', value, valid)}")
@@ -157,23 +149,18 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
         raise ConfigError(f"eval.bootstrap must be >= 0 (0: no confidence intervals); got {cfg.eval.bootstrap}")
     if not 0 < cfg.eval.ci_level < 1:
         raise ConfigError(f"eval.ci_level must lie strictly between 0 and 1 (e.g. 0.9); got {cfg.eval.ci_level}")
-    if cfg.eval.ci_method not in ("basic", "percentile"):
-        raise ConfigError(f"eval.ci_method must be basic or percentile; got {cfg.eval.ci_method!r}")
     if cfg.schedule.epochs <= 0:
         raise ConfigError(f"schedule.epochs must be > 0; got {cfg.schedule.epochs}")
     if not cfg.meta.shape_lr_scale >= 0:
-        raise ConfigError(f"meta.shape_lr_scale must be >= 0 (0 freezes the γ-Net's shape); got {cfg.meta.shape_lr_scale}")
-    if not 0 <= cfg.meta.horizon_decay <= 1:
-        raise ConfigError(f"meta.horizon_decay must be in [0, 1]; got {cfg.meta.horizon_decay}")
-    if cfg.meta.horizon == "trajectory" and cfg.meta.learner != "gamma_net":
-        raise ConfigError("meta.horizon=trajectory learns the γ-Net's bias: it needs meta.learner=gamma_net")
+        raise ConfigError(f"meta.shape_lr_scale must be >= 0 (0 freezes the γ-Net's shape); "
+                          f"got {cfg.meta.shape_lr_scale}")
     check_fine_tuning(cfg)
     return cfg
 
 
 def check_fine_tuning(cfg: Config) -> None:
-    """The optimiser, schedule and freezing keys (docs: configs/README.md, "Fine-tuning")."""
-    o, s = cfg.optim, cfg.schedule
+    """The optimiser keys (docs: configs/README.md, "Fine-tuning"); the schedule checks its own (schedules.py)."""
+    o = cfg.optim
     if cfg.meta.enabled and o.name != "sgd":
         raise ConfigError(f"optim.name={o.name} cannot be used with meta.enabled: the meta step differentiates through "
                           "torch.optim.SGD's update (metacal/meta/sgd_lookahead.py); use optim.name=sgd")
@@ -183,27 +170,6 @@ def check_fine_tuning(cfg: Config) -> None:
         raise ConfigError(f"optim.eps must be > 0; got {o.eps}")
     if not o.backbone_lr_scale >= 0:
         raise ConfigError(f"optim.backbone_lr_scale must be >= 0; got {o.backbone_lr_scale}")
-    if not 0 <= s.warmup_epochs < s.epochs:
-        raise ConfigError(f"schedule.warmup_epochs must be >= 0 and < schedule.epochs ({s.epochs}); got {s.warmup_epochs}")
-
-
-def upgrade_saved(data: dict[str, Any]) -> DictConfig:
-    """A config saved by an earlier version with renamed keys and values in their new spelling (``--resume``)."""
-    node = OmegaConf.create(data)
-    for old, new in RENAMED_KEYS.items():
-        section, _, name = old.rpartition(".")
-        parent = OmegaConf.select(node, section)
-        if isinstance(parent, DictConfig) and name in parent and OmegaConf.select(node, new) is None:
-            OmegaConf.update(node, new, parent.pop(name))
-    for key, renamed in RENAMED_VALUES.items():
-        value = OmegaConf.select(node, key)
-        if isinstance(value, str) and value in renamed:
-            OmegaConf.update(node, key, renamed[value])
-    meta = OmegaConf.select(node, "meta")
-    if isinstance(meta, DictConfig) and "step_options" in meta:
-        for old, value in (meta.pop("step_options") or {}).items():
-            meta[STEP_OPTIONS.get(old, old)] = value
-    return node
 
 
 def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[str, Any] | None = None) -> Config:
@@ -215,7 +181,21 @@ def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[s
     if path is not None:
         layers.append(load_file(path))
     layers.append(_parse_overrides(list(overrides)))
-    return build_config(OmegaConf.merge(*layers))  # type: ignore[arg-type]
+    cfg = build_config(OmegaConf.merge(*layers))  # type: ignore[arg-type]
+    check_meta_overrides(cfg, overrides)
+    return cfg
+
+
+def check_meta_overrides(cfg: Config, overrides: list[str]) -> None:
+    """A ``meta.*`` override (``--set`` / ``overrides=``) in a run without a meta step would do nothing: refused.
+    Keys in files stay allowed, since a dataset's base.yaml shares its meta settings with every method."""
+    if cfg.meta.enabled:
+        return
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if key.startswith("meta.") and key != "meta.enabled":
+            raise ConfigError(f"override {key!r} has no effect: this run has no meta step (meta.enabled is false); "
+                              "drop it, or add meta.enabled=true")
 
 
 def to_yaml(cfg: Config) -> str:

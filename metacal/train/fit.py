@@ -25,10 +25,8 @@ from metacal.models.features import ContractError, FeatureClassifier, probe_cont
 from .components import PYTHON
 from .compat import checkpoint_to_resume, saved_config
 from .config import Config, ConfigError, load_config, to_dict
-from .loop import RunResult, make_accelerator
-from .loop import train as train_run
-from .run_dir import clear_run_dir, default_run_dir, shared_run_dir
-from .run_summary import end_of_run_summary
+from .loop import RunResult, make_accelerator, train_in_dir
+from .run_dir import default_run_dir, remove_if_empty, shared_run_dir
 
 # keys fit takes from its arguments: a config file's values are replaced, an override of them is refused
 FROM_ARGUMENTS = ("data.name", "data.root", "model.name", "model.options")
@@ -88,22 +86,12 @@ def fit(model: nn.Module, train: Dataset, *, val: Dataset | None = None, meta_va
     root = Path(run_dir) if run_dir is not None else default_run_dir(stem)
     existed = root.exists()
     paths = shared_run_dir(root, accelerator, resume=resume, overwrite=overwrite)
-
-    def started() -> None:  # main process, every component built: the run starts
-        if overwrite:
-            clear_run_dir(paths.root)
-        print(f"run directory: {paths.root}", flush=True)
-
     try:
-        result = train_run(cfg, paths, resume=resume, accelerator=accelerator, before_first_write=started,
-                       bundle=bundle, model=net)
+        return train_in_dir(cfg, paths, accelerator, resume=resume, overwrite=overwrite, bundle=bundle, model=net)
     except BaseException:
-        if not existed and accelerator.is_main_process and paths.root.is_dir() and not any(paths.root.iterdir()):
-            paths.root.rmdir()  # created by this call and still empty: leave no trace
+        if not existed and accelerator.is_main_process:
+            remove_if_empty(paths.root)  # created by this call and still empty: leave no trace
         raise
-    if accelerator.is_main_process:
-        print(end_of_run_summary(result.metrics, paths, cfg.schedule.epochs), flush=True)
-    return result
 
 
 def fit_config(config: str | Path | Config | None, overrides: Sequence[str], run_dir: str | Path | None,

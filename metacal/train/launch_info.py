@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .atomic_io import write_text_atomic
+from metacal.atomic_io import write_text_atomic
 
 RUNTIME_JSON = "runtime.json"
 _COUNT_FLAGS = ("--num_processes", "--num-processes")
@@ -93,11 +93,11 @@ def mismatch_warning(got: int, asked: int | None, argv: Sequence[str]) -> str | 
 
 def describe(accelerator) -> dict[str, Any]:
     """Processes, device and distributed backend of this run (the same on every process)."""
-    import torch
+    from metacal import distributed
 
     backend = getattr(accelerator.state, "backend", None)
-    if backend is None and torch.distributed.is_available() and torch.distributed.is_initialized():
-        backend = torch.distributed.get_backend()
+    if backend is None:
+        backend = distributed.process_group_backend()
     kind = accelerator.distributed_type
     return {"num_processes": accelerator.num_processes, "device": str(accelerator.device),
             "distributed_type": getattr(kind, "value", str(kind)), "backend": backend,

@@ -1,6 +1,6 @@
 """The training loop, top to bottom: setup → (train epoch → evaluate → select → checkpoint)* → finish.
 
-One iteration is ``run.stepper.step(x, y)`` (:mod:`metacal.train.steps`): a plain step, or one meta step
+One iteration is ``run.stepper.step(x, y)`` (built by :mod:`metacal.train.components`): a plain step, or one meta step
 of Wang & Golebiowski 2024, Alg. 1 (the real SGD step of the backbone at the current per-sample γ, then
 the hypergradient update of the meta-parameters on a meta-validation batch). The lr follows
 ``schedule.name`` (metacal/train/schedules.py): MultiStepLR per epoch, or a per-iteration schedule. After
@@ -30,15 +30,17 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
-from . import preemption
+from metacal.distributed import mean_over_processes
 from metacal.meta import StepResult
 
+from . import preemption
 from .train_state import EpochProgress
 from .config import Config
-from .evaluation import predict, selection_score, summarize
+from .epoch_eval import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, reliability_figure
-from .run_dir import RunPaths
-from .setup import Run, RunResult, TrainingDivergedError, check_finite, make_accelerator, setup
+from .run_dir import RunPaths, clear_run_dir
+from .run_summary import end_of_run_summary
+from .setup import RunResult, TrainingRun, TrainingDivergedError, check_finite, make_accelerator, setup
 
 __all__ = ["train", "RunResult", "TrainingDivergedError", "make_accelerator"]
 
@@ -63,7 +65,24 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
                      run.stepper)
 
 
-def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Tensor | None]:
+def train_in_dir(cfg: Config, paths: RunPaths, accelerator: Accelerator, resume: bool, overwrite: bool,
+                 **given: Any) -> RunResult:
+    """:func:`train` as the command line and :func:`metacal.fit` run it: once every component is built, an
+    ``overwrite`` directory is emptied and the run directory named; at the end, the run's summary lines.
+    ``given``: the datasets and model handed over from Python (``bundle=``, ``model=``)."""
+
+    def started() -> None:  # main process, every component built: the run starts
+        if overwrite:
+            clear_run_dir(paths.root)
+        print(f"run directory: {paths.root}", flush=True)
+
+    result = train(cfg, paths, resume=resume, accelerator=accelerator, before_first_write=started, **given)
+    if accelerator.is_main_process:
+        print(end_of_run_summary(result.metrics, paths, cfg.schedule.epochs), flush=True)
+    return result
+
+
+def train_epoch(run: TrainingRun, epoch: int) -> tuple[float, dict[str, float], torch.Tensor | None]:
     """One epoch of iterations (resumed mid-epoch where a checkpoint left off); returns its start time,
     train metrics (mean loss, lr, mean meta objective, γ mean/std) and the γ of every training sample."""
     cfg, state, accelerator = run.cfg, run.state, run.accelerator
@@ -108,26 +127,29 @@ def train_epoch(run: Run, epoch: int) -> tuple[float, dict[str, float], torch.Te
     bar.close()
     run.scheduler.epoch_done()  # the epoch-level MultiStepLR of schedule.name=step
 
-    train_m = {"loss": _mean_over_processes(accelerator, acc.loss_sum / max(acc.count, 1)), "lr": lr}
+    def mean(value: float) -> float:
+        return mean_over_processes(value, accelerator.device)
+
+    train_m = {"loss": mean(acc.loss_sum / max(acc.count, 1)), "lr": lr}
     if acc.meta_count:
-        train_m["meta_objective"] = _mean_over_processes(accelerator, acc.meta_sum / acc.meta_count)
+        train_m["meta_objective"] = mean(acc.meta_sum / acc.meta_count)
     epoch_gamma = _gather_gamma(accelerator, acc.gammas)  # γ of every training sample of the epoch
     if epoch_gamma is not None:
         train_m.update(gamma_mean=float(epoch_gamma.mean()), gamma_std=float(epoch_gamma.std(unbiased=False)),
                        gamma_max=float(epoch_gamma.max()))
     if acc.offset_grads:  # the meta step's "raise γ?" signal: dJ/dδ < 0 asks for a larger global γ
         offsets = torch.tensor(acc.offset_grads)
-        train_m.update(meta_steps=len(acc.offset_grads), meta_dgamma=_mean_over_processes(accelerator, float(offsets.mean())),
-                       raise_gamma_frac=_mean_over_processes(accelerator, float((offsets < 0).double().mean())),
-                       meta_grad_norm=_mean_over_processes(accelerator, float(torch.tensor(acc.meta_grad_norms).mean())))
+        train_m.update(meta_steps=len(acc.offset_grads), meta_dgamma=mean(float(offsets.mean())),
+                       raise_gamma_frac=mean(float((offsets < 0).double().mean())),
+                       meta_grad_norm=mean(float(torch.tensor(acc.meta_grad_norms).mean())))
     train_m.update(run.stepper.epoch_metrics())  # the automatic scalar's last update (metacal/meta/auto.py)
     if acc.level_grads:  # the same signal for the γ level through the whole trajectory (meta.horizon)
         level = torch.tensor(acc.level_grads)
-        train_m.update(raise_level_frac=_mean_over_processes(accelerator, float((level < 0).double().mean())))
+        train_m.update(raise_level_frac=mean(float((level < 0).double().mean())))
     return t0, train_m, epoch_gamma
 
 
-def evaluate_epoch(run: Run, epoch: int, t0: float, train_m: dict[str, float],
+def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, float],
                    epoch_gamma: torch.Tensor | None) -> None:
     """Val (and test) predictions, model selection, history, TensorBoard, the epoch's checkpoint."""
     cfg, state, accelerator, tb = run.cfg, run.state, run.accelerator, run.tb
@@ -185,12 +207,6 @@ def _accumulate(acc: EpochProgress, out: StepResult) -> None:
         acc.meta_grad_norms.append(float(out.meta_grad_norm))
     if out.level_grad is not None:
         acc.level_grads.append(float(out.level_grad))
-
-
-def _mean_over_processes(accelerator: Accelerator, value: float) -> float:
-    if accelerator.num_processes == 1:
-        return value
-    return float(accelerator.reduce(torch.tensor([value], device=accelerator.device), reduction="mean"))
 
 
 def _gather_gamma(accelerator: Accelerator, gammas: list[torch.Tensor]) -> torch.Tensor | None:

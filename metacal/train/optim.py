@@ -57,6 +57,10 @@ def parameter_groups(model: nn.Module, lr: float, backbone_lr_scale: float = 1.0
     return groups
 
 
+#: ``optim.name``: the backbone's optimiser (only sgd with meta.enabled: the meta step differentiates its update).
+OPTIMIZERS = ("sgd", "adamw")
+
+
 def build_optimizer(optim: Any, model: nn.Module) -> torch.optim.Optimizer:
     """SGD or AdamW over :func:`parameter_groups` from the ``optim`` config section."""
     params = parameter_groups(model, optim.lr, optim.backbone_lr_scale)

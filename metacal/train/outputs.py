@@ -1,6 +1,6 @@
 """The run's final outputs (metrics.json, history.json, reliability.png, hparams) and the epoch line.
 
-Every file is written atomically (:mod:`metacal.train.atomic_io`); metrics.json comes last, so its
+Every file is written atomically (:mod:`metacal.atomic_io`); metrics.json comes last, so its
 presence marks a finished run.
 """
 
@@ -11,13 +11,14 @@ from typing import Any
 
 from accelerate import Accelerator
 
+from metacal.atomic_io import write_text_atomic
 from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_intervals
+from metacal.plots.reliability import plot_reliability
 from metacal.predictions import Predictions, load_predictions
 
-from .atomic_io import write_text_atomic
 from .train_state import TrainState
 from .config import Config, flatten, to_dict
-from .evaluation import after_temperature_scaling
+from .epoch_eval import after_temperature_scaling
 from .run_dir import RunPaths
 from .run_summary import runtime_record
 from .tb_logging import TBLogger
@@ -55,8 +56,8 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
     import matplotlib.pyplot as plt
 
     shown, name = (test, "test") if test is not None else (val, "val")
-    fig = plot_reliability()(shown.probs, shown.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
-                             title=f"{paths.root.name}: {name}, epoch {state.best_epoch}")
+    fig = plot_reliability(shown.probs, shown.labels, num_bins=cfg.eval.num_bins, path=paths.reliability,
+                           title=f"{paths.root.name}: {name}, epoch {state.best_epoch}")
     plt.close(fig)
     final = {f"final/{split}_{k}": float(v) for split in ("val", "test") for k, v in (result[split] or {}).items()
              if k in ("error", "nll", "ece", "mce", "ace")}
@@ -68,13 +69,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
 
 
 def reliability_figure(pred: Predictions, num_bins: int, epoch: int):
-    return plot_reliability()(pred.probs, pred.labels, num_bins=num_bins, title=f"test, epoch {epoch}")
-
-
-def plot_reliability():
-    from metacal.report.reliability import plot_reliability as plot
-
-    return plot
+    return plot_reliability(pred.probs, pred.labels, num_bins=num_bins, title=f"test, epoch {epoch}")
 
 
 def epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict | None, improved: bool,

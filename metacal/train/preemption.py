@@ -23,6 +23,8 @@ from typing import Iterator
 
 import torch
 
+from metacal.distributed import sum_over_processes, world_size
+
 EXIT_PREEMPTED = 75
 EXIT_INTERRUPTED = 130
 _EXIT_CODES = {signal.SIGTERM: EXIT_PREEMPTED, signal.SIGINT: EXIT_INTERRUPTED}
@@ -90,14 +92,16 @@ handle_sigterm = handle_stop_signals  # the earlier name (it covers Ctrl-C too n
 
 
 def stop_requested(accelerator=None) -> bool:
-    """This process got a stop signal, or (several processes) any rank did; :func:`requested_signal` then
-    tells which (this rank's own signal first, else SIGTERM if any rank got one, else SIGINT)."""
+    """This process got a stop signal, or (several processes, given the run's ``accelerator`` for its device)
+    any rank did; :func:`requested_signal` then tells which (this rank's own signal first, else SIGTERM if
+    any rank got one, else SIGINT)."""
     global _agreed
     local = _received
-    if accelerator is not None and accelerator.num_processes > 1:
+    if accelerator is not None and world_size() > 1:
         counts = torch.tensor([float(local == signal.SIGTERM), float(local == signal.SIGINT)],
                               device=accelerator.device)
-        term, interrupt = (float(v) for v in accelerator.reduce(counts, reduction="sum"))
+        sum_over_processes([counts])
+        term, interrupt = (float(v) for v in counts)
         if not local and (term or interrupt):
             local = signal.SIGTERM if term else signal.SIGINT
     if local:

@@ -113,6 +113,15 @@ def clear_run_dir(path: Path) -> None:
             entry.unlink()
 
 
+def remove_if_empty(path: Path) -> None:
+    """Remove ``path`` if it is an empty directory: a run that failed before writing leaves no trace."""
+    try:
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    except OSError:
+        pass
+
+
 def prepare_run_dir(root: str | Path, resume: bool = False, overwrite: bool = False,
                     defer_overwrite: bool = False) -> RunPaths:
     """Check the directory may be used, create it, and return its paths.

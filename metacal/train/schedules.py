@@ -39,8 +39,9 @@ def lr_factor(name: str, epochs: int, steps_per_epoch: int, warmup_epochs: float
         raise ValueError(unknown_name("schedule", name, SCHEDULES))
     total = epochs * steps_per_epoch
     warmup = max(1, round(warmup_epochs * steps_per_epoch)) if warmup_epochs > 0 else 0
-    if warmup >= total:
-        raise ValueError(f"the warm-up ({warmup} iterations) must be shorter than the run ({total} iterations)")
+    if not (warmup_epochs >= 0 and warmup < total):
+        raise ValueError(f"warmup_epochs must be >= 0 and the warm-up shorter than the run ({epochs} epochs, {total} "
+                         f"iterations); got {warmup_epochs} ({warmup} iterations)")
     milestones = sorted(milestones)
 
     def factor(t: int) -> float:

@@ -63,7 +63,7 @@ class MetaConfig:
     learner: str = "gamma_net"
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
     # learner=auto: band (k, in standard errors), grow, shrink, max (the scalar's upper end), updates_per_epoch,
-    # sample (meta-val samples per measurement; null: all) — metacal/train/steps.py, AUTO_DEFAULTS
+    # sample (meta-val samples per measurement; null: all) — metacal/meta/auto.py, CONTROLLER_DEFAULTS
     controller: Dict[str, Any] = field(default_factory=dict)
     ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
     every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)
@@ -130,7 +130,7 @@ class RunConfig:
     deterministic: bool = False  # torch.use_deterministic_algorithms (slower on GPU)
     torch_threads: Optional[int] = None  # torch.set_num_threads per process (None: torch's default);
     # 1 is much faster for tiny CPU models on a busy machine (no OpenMP spin-waiting)
-    malloc_retain: bool = True  # CPU runs: glibc keeps freed memory for reuse (metacal/train/runtime.py)
+    malloc_retain: bool = True  # CPU runs: glibc keeps freed memory for reuse (metacal/train/process_settings.py)
     max_steps_per_epoch: Optional[int] = None  # cap on iterations per epoch (smoke tests)
     save_checkpoints: bool = True  # a checkpoint at every epoch end (needed for --resume and preemption)
     checkpoint_every_steps: int = 0  # also one every N global steps mid-epoch (0: only at epoch ends)

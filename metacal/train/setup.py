@@ -1,5 +1,5 @@
 """Everything a run holds before its first epoch: the accelerator, data, model, loss, optimiser, schedule,
-the iteration (plain or meta), the checkpointed state and the TensorBoard writer (:class:`Run`)."""
+the iteration (plain or meta), the checkpointed state and the TensorBoard writer (:class:`TrainingRun`)."""
 
 from __future__ import annotations
 
@@ -12,18 +12,18 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration, set_seed
 
+from metacal.atomic_io import write_text_atomic
+from metacal.distributed import sum_over_processes
 from metacal.meta import MetaLearner, PlainStep
 from metacal.wording import current
 
 from . import components, launch_info, preemption
-from .atomic_io import write_text_atomic
 from .checkpoint import load_checkpoint, save_checkpoint
 from .train_state import TrainState
 from .compat import resume_point
-from .config import Config, ConfigError, to_yaml
+from .config import Config, to_yaml
 from .run_dir import RunPaths
-from .runtime import configure_process, preload_forward_ad
-from .steps import build_step
+from .process_settings import configure_process, preload_forward_ad
 from .tb_logging import TBLogger
 
 
@@ -64,14 +64,15 @@ def check_finite(accelerator: Accelerator, values: dict[str, torch.Tensor | None
     bad = [name for name, v in values.items() if v is not None and not bool(torch.isfinite(v).all())]
     if accelerator.num_processes > 1:
         flag = torch.tensor([float(len(bad))], device=accelerator.device)
-        if float(accelerator.reduce(flag, "sum")) > 0 and not bad:
+        sum_over_processes([flag])
+        if float(flag) > 0 and not bad:
             bad = ["(on another process)"]
     if bad:
         raise TrainingDivergedError(f"non-finite {', '.join(bad)} at {where}; training stopped")
 
 
 @dataclass
-class Run:
+class TrainingRun:
     """The built components of one run and its checkpointed state."""
 
     cfg: Config
@@ -111,37 +112,22 @@ class Run:
 
 def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
           before_first_write: Callable[[], None] | None, bundle: Any = None,
-          model: torch.nn.Module | None = None) -> Run:
+          model: torch.nn.Module | None = None) -> TrainingRun:
     """Build every component (a config error raises before anything is written), load the checkpoint when
     resuming, then write the resolved config.yaml and open TensorBoard on the main process.
 
     ``bundle`` / ``model``: data and network built by the caller (:func:`metacal.fit`) instead of from
     ``cfg.data`` / ``cfg.model.name``; ``model.checkpoint`` and ``model.freeze`` still apply to the model."""
     set_seed(cfg.run.seed)
-    runtime_info = launch_info.start(accelerator)  # processes, device, backend: said before anything is built
+    launch = launch_info.start(accelerator)  # processes, device, backend: said before anything is built
     configure_process(cfg.run, accelerator.device)
     if cfg.meta.enabled:  # the meta step may use forward-mode AD; load it now, without torch's jit warning
         preload_forward_ad()
-    n = accelerator.num_processes
-    if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.meta.enabled and cfg.meta.batch_size % n):
-        raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
-                          f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
-                          f"batches and must be divisible by the number of processes ({n})")
     resume_from = resume_point(paths, cfg) if resume else None
-    bundle = components.build_data(cfg) if bundle is None else bundle
-    model = components.build_model(cfg, bundle, load_checkpoint=resume_from is None, model=model)
-    loss_fn = components.build_loss(cfg, model, bundle.num_classes).to(accelerator.device)
-    components.check_loss_data(cfg, loss_fn, bundle)
-    raw_optimizer = components.build_optimizer(cfg, model)
-    loaders = components.make_loaders(cfg, bundle)
-    model, optimizer, *loaders = accelerator.prepare(model, raw_optimizer, *loaders)
-    steps_per_epoch = len(loaders[0])
-    if cfg.run.max_steps_per_epoch is not None:
-        steps_per_epoch = min(steps_per_epoch, cfg.run.max_steps_per_epoch)
-    stepper = build_step(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
-    scheduler = components.build_scheduler(cfg, raw_optimizer, steps_per_epoch)
-    run = Run(cfg, paths, accelerator, model, loss_fn, optimizer, scheduler, stepper, *loaders,
-              steps_per_epoch=steps_per_epoch, config_yaml=to_yaml(cfg))
+    parts = components.build_parts(cfg, accelerator, bundle, model, load_checkpoint=resume_from is None)
+    model, scheduler, stepper, loss_fn = parts.model, parts.scheduler, parts.stepper, parts.loss_fn
+    run = TrainingRun(cfg, paths, accelerator, model, loss_fn, parts.optimizer, scheduler, stepper, *parts.loaders,
+              steps_per_epoch=parts.steps_per_epoch, config_yaml=to_yaml(cfg))
 
     accelerator.register_for_checkpointing(scheduler, run.state)
     if len(loss_fn.state_dict()) > 0:
@@ -158,7 +144,7 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
         if before_first_write is not None:
             before_first_write()
         write_text_atomic(paths.config, run.config_yaml)
-        launch_info.record(paths.runtime, runtime_info, resumed=resume_from is not None)
+        launch_info.record(paths.runtime, launch, resumed=resume_from is not None)
         if cfg.logging.tensorboard:
             run.tb = TBLogger(paths.tensorboard)
     return run

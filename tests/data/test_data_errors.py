@@ -99,7 +99,7 @@ def test_tests_needing_fashion_mnist_skip_when_it_is_hidden(tmp_path):
 def test_unknown_name_and_option():
     with pytest.raises(UnknownNameError, match="did you mean tiny_imagenet, image_folder\\? available: arrays, cifar10, cifar100, "):
         data.build("imagenet")
-    with pytest.raises(ValueError, match="no option.*batchsize.*valid options: split"):
+    with pytest.raises(ValueError, match="no option.*batchsize.*valid: split"):
         data.build("gaussian_mixture", batchsize=3)
     assert data.available() == ["arrays", "cifar10", "cifar100", "fashion_mnist", "gaussian_mixture", "image_folder",
                                 "mnist1d", "svhn", "tiny_imagenet"]

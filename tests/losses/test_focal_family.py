@@ -129,6 +129,19 @@ def test_dual_focal_gamma_zero_is_ce_and_default_gamma_is_5():
     assert losses.build("dual_focal").gamma == 5.0
 
 
+@pytest.mark.parametrize("name, default", [
+    ("focal", 1.0), ("dual_focal", 5.0), ("inverse_focal", 1.0), ("focal_gra", 1.0), ("dual_focal_gra", 5.0),
+])
+def test_gamma_losses_default_and_reduction_of_per_sample(name, default):
+    z, y = _batch(seed=6)
+    loss = losses.build(name)
+    assert loss.gamma == default and losses.build(name, gamma=None).gamma == default
+    per_sample = losses.build(name, reduction="none")(z, y)
+    assert per_sample.shape == y.shape
+    torch.testing.assert_close(per_sample, loss.per_sample(z, y, default), atol=0.0, rtol=0.0)
+    torch.testing.assert_close(loss(z, y), per_sample.mean(), atol=0.0, rtol=0.0)
+
+
 # --- inverse focal -------------------------------------------------------------------------------
 
 def test_inverse_focal_hand_value_and_gamma_zero():

@@ -152,7 +152,7 @@ def test_one_step_trajectory_is_the_one_step_hypergradient():
 def test_trajectory_needs_a_gamma_net_and_a_known_horizon():
     model, opt = sgd_state("mlp", lr=0.1)
     loss = make_meta(model, torch.float64, inner="l2")["loss"]
-    with pytest.raises(ValueError, match="needs gamma_net"):
+    with pytest.raises(ValueError, match="needs a γ-Net"):
         MetaLearner(model, opt, ce, loss=loss, horizon="trajectory")
     with pytest.raises(ValueError, match="unknown meta horizon 'long'"):
         MetaLearner(model, opt, ce, loss=loss, horizon="long")

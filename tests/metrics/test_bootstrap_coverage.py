@@ -1,5 +1,5 @@
 """Coverage of the bootstrap intervals on data with a known posterior: the simulation of the ci_coverage study
-(metacal.experiments.ablations.ci_coverage, which states the set-up), 200 fresh evaluation sets of N = 1,000,
+(experiments.ablations.ci_coverage, which states the set-up), 200 fresh evaluation sets of N = 1,000,
 B = 200, 90% intervals, for three models: the Bayes posterior (calibrated, every true calibration error 0), and
 the Bayes posterior at temperature 0.9 (slightly over-confident) and 0.5 (clearly over-confident).
 
@@ -20,7 +20,7 @@ import functools
 
 import pytest
 
-from metacal.experiments.ablations.ci_coverage import coverage, population_values
+from experiments.ablations.ci_coverage import coverage, population_values
 
 REPS, N, B = 200, 1000, 200
 

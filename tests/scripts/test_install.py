@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,8 @@ def test_non_editable_install_runs_outside_the_repo(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "metacal", src / "metacal", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for package in ("metacal", "experiments"):  # experiments/ sits beside metacal/ in a checkout
+        shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["OMP_NUM_THREADS"] = "1"
     # The wheel: built by this environment's pip in an isolated build environment, so neither the base
@@ -45,6 +47,8 @@ def test_non_editable_install_runs_outside_the_repo(tmp_path):
     wheels = tmp_path / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, src], tmp_path, env, timeout=600)
     (wheel,) = wheels.glob("metacal-*.whl")
+    tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"metacal"}, tops  # the library only
     # The venv: its own pip installs the wheel; the dependencies come from this environment's site-packages
     # (a .pth line; --system-site-packages would give the base interpreter's, which need not have torch).
     venv = tmp_path / "venv"

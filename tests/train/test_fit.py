@@ -33,7 +33,8 @@ METHODS = REPO / "configs" / "methods"
 QUIET = ["logging.tensorboard=false", "logging.progress_bar=false", "logging.reliability_every=0",
          "run.torch_threads=1"]
 ONE_EPOCH = ["schedule.epochs=1", "schedule.milestones=[1]"]
-SMALL = ["data.batch_size=20", "data.eval_batch_size=50", "meta.batch_size=10", "optim.lr=0.05"]
+SMALL = ["data.batch_size=20", "data.eval_batch_size=50", "optim.lr=0.05"]
+META_SMALL = "meta.batch_size=10"  # only with a meta step: otherwise the override is refused as doing nothing
 
 
 def blobs(n: int, k: int = 4, dim: int = 8, seed: int = 0) -> TensorDataset:
@@ -62,7 +63,7 @@ def test_stock_torchvision_resnet18_with_flgamma_sece_writes_the_cli_run_dir(tmp
     fc_before = net.fc.weight.detach().clone()
     run_dir = tmp_path / "run"
     result = metacal.fit(net, TensorDataset(x, y), test=test, config=METHODS / "flgamma_sece.yaml", run_dir=run_dir,
-                         overrides=[*ONE_EPOCH, *SMALL, "run.max_steps_per_epoch=2", "run.torch_threads=1",
+                         overrides=[*ONE_EPOCH, *SMALL, META_SMALL, "run.max_steps_per_epoch=2", "run.torch_threads=1",
                                     "logging.progress_bar=false"])
     # the CLI's run directory, file for file
     assert {p.name for p in run_dir.iterdir()} == {"config.yaml", "runtime.json", "tensorboard", "checkpoints",
@@ -121,12 +122,13 @@ def _loss_cases() -> list[tuple[str, list[str]]]:
 def test_every_loss_and_meta_method(case, tmp_path, monkeypatch):
     from metacal.train import outputs
 
-    monkeypatch.setattr(outputs, "plot_reliability", lambda: lambda *a, **k: None)  # 2/3 of a tiny run's time
+    monkeypatch.setattr(outputs, "plot_reliability", lambda *a, **k: None)  # 2/3 of a tiny run's time
     name, extra = case
     config = REPO / f"{name}.yaml" if name.startswith("configs/") else METHODS / "ce.yaml"
+    meta = [META_SMALL] if yaml.safe_load(config.read_text()).get("meta", {}).get("enabled") else []
     # 200 samples: 20 for val (adafocal bins validation confidences in 15 equal-mass bins)
     result = metacal.fit(mlp(), blobs(200), test=blobs(40, seed=9), config=config, run_dir=tmp_path / "run",
-                         overrides=[*ONE_EPOCH, *SMALL, *QUIET, "run.max_steps_per_epoch=2",
+                         overrides=[*ONE_EPOCH, *SMALL, *meta, *QUIET, "run.max_steps_per_epoch=2",
                                     "run.save_checkpoints=false", *extra])
     m = result.metrics
     assert m["finished"] and m["test"]["n"] == 40 and np.isfinite(m["test"]["nll"])
@@ -143,7 +145,7 @@ def test_every_loss_and_meta_method(case, tmp_path, monkeypatch):
 def test_resume_through_fit_matches_an_uninterrupted_run_and_the_cli_refuses_it(tmp_path, capsys):
     from metacal.train.cli import main
 
-    method = [*SMALL, *QUIET, "loss.name=focal", "meta.enabled=true", "meta.learner=gamma_net",
+    method = [*SMALL, META_SMALL, *QUIET, "loss.name=focal", "meta.enabled=true", "meta.learner=gamma_net",
               "schedule.milestones=[1]"]
     full = metacal.fit(mlp(), blobs(100), test=blobs(40, seed=9), run_dir=tmp_path / "full",
                        overrides=[*method, "schedule.epochs=2"])

@@ -70,7 +70,7 @@ def test_runtime_json_appends_one_session_per_start(tmp_path):
 
 
 def test_preload_forward_ad_leaves_the_warning_filters_as_they_were():
-    from metacal.train.runtime import preload_forward_ad
+    from metacal.train.process_settings import preload_forward_ad
 
     before = list(warnings.filters)
     preload_forward_ad()

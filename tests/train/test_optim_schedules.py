@@ -231,12 +231,23 @@ def config(**sections):
     ({"optim": {"betas": [0.9]}}, "optim.betas must be two numbers in [0, 1); got [0.9]"),
     ({"optim": {"eps": 0.0}}, "optim.eps must be > 0; got 0.0"),
     ({"optim": {"backbone_lr_scale": -1.0}}, "optim.backbone_lr_scale must be >= 0; got -1.0"),
-    ({"schedule": {"epochs": 2, "warmup_epochs": 2}},
-     "schedule.warmup_epochs must be >= 0 and < schedule.epochs (2); got 2.0"),
 ])
 def test_config_errors(sections, message):
     with pytest.raises(ConfigError) as info:
         config(**sections)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("epochs, warmup, message", [
+    (2, 2.0, "warmup_epochs must be >= 0 and the warm-up shorter than the run (2 epochs, 8 iterations); got 2.0 "
+             "(8 iterations)"),
+    (3, -0.5, "warmup_epochs must be >= 0 and the warm-up shorter than the run (3 epochs, 12 iterations); got -0.5 "
+              "(0 iterations)"),
+])
+def test_warmup_longer_than_the_run_is_refused_by_the_schedule(epochs, warmup, message):
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    with pytest.raises(ValueError) as info:
+        build_schedule(ScheduleConfig(name="cosine", epochs=epochs, warmup_epochs=warmup), opt, 4)
     assert str(info.value) == message
 
 

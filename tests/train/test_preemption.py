@@ -1,5 +1,5 @@
 """metacal.train.preemption in process: which signal was asked for, its exit code, the second Ctrl-C, and the
-agreement across ranks (a stand-in accelerator whose reduce adds another rank's request)."""
+agreement across ranks (two stand-in processes whose sum adds another rank's request)."""
 
 from __future__ import annotations
 
@@ -32,19 +32,24 @@ def test_exit_codes_and_labels():
     assert preemption.signal_name(signal.SIGINT) == "Ctrl-C (SIGINT)"
 
 
-def fake_accelerator(other_rank: list[float]):
-    """Two processes; ``reduce`` adds the other rank's [SIGTERM, SIGINT] request counts."""
-    return SimpleNamespace(num_processes=2, device=torch.device("cpu"),
-                           reduce=lambda t, reduction: t + torch.tensor(other_rank))
+def two_processes(monkeypatch, other_rank: list[float]):
+    """Two processes; the sum over them adds the other rank's [SIGTERM, SIGINT] request counts in place."""
+    def add_other_rank(tensors):
+        for t in tensors:
+            t.add_(torch.tensor(other_rank))
+
+    monkeypatch.setattr(preemption, "world_size", lambda: 2)
+    monkeypatch.setattr(preemption, "sum_over_processes", add_other_rank)
+    return SimpleNamespace(device=torch.device("cpu"))
 
 
-def test_ranks_agree_on_the_signal():
+def test_ranks_agree_on_the_signal(monkeypatch):
     with preemption.handle_stop_signals():
-        assert not preemption.stop_requested(fake_accelerator([0.0, 0.0]))
-        assert preemption.stop_requested(fake_accelerator([0.0, 1.0]))  # only the other rank got Ctrl-C
+        assert not preemption.stop_requested(two_processes(monkeypatch, [0.0, 0.0]))
+        assert preemption.stop_requested(two_processes(monkeypatch, [0.0, 1.0]))  # only the other rank got Ctrl-C
         assert preemption.requested_signal() == signal.SIGINT
-        assert preemption.stop_requested(fake_accelerator([1.0, 1.0]))  # ranks disagree: SIGTERM wins
+        assert preemption.stop_requested(two_processes(monkeypatch, [1.0, 1.0]))  # ranks disagree: SIGTERM wins
         assert preemption.requested_signal() == signal.SIGTERM
         os.kill(os.getpid(), signal.SIGINT)
-        assert preemption.stop_requested(fake_accelerator([1.0, 0.0]))  # this rank's own signal first
+        assert preemption.stop_requested(two_processes(monkeypatch, [1.0, 0.0]))  # this rank's own signal first
         assert preemption.requested_signal() == signal.SIGINT

@@ -24,7 +24,11 @@ REPO = Path(__file__).resolve().parents[2]
     (["model.options.widthh=3"], ["model (mlp)", "widthh"]),
     (["meta.enabled=true", "meta.learner=loss"], ["meta.learner=loss", "ce_learnable_l2"]),
     (["meta.enabled=true", "meta.learner=gamma_net", "loss.name=label_smoothing"],
-     ["meta.learner=gamma_net", "'label_smoothing' ignores it"]),
+     ["a γ-Net needs a loss that takes a per-sample gamma=", "LabelSmoothingCE does not"]),
+    (["meta.enabled=true", "loss.name=focal", "meta.horizon=trajectory", "meta.horizon_decay=1.5"],
+     ["meta: horizon decay must be in [0, 1], got 1.5"]),
+    (["meta.enabled=true", "meta.horizon=trajectory", "meta.learner=loss", "loss.name=ce_learnable_l2"],
+     ["meta: horizon 'trajectory' learns the γ-Net's bias", "meta.learner=gamma_net"]),
 ])
 def test_config_errors_are_one_line_exit_2(overrides, fragments, write_config, run_cli, tmp_path):
     config = write_config("bad")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from metacal.train.config import ConfigError, build_config, load_config, to_yaml, upgrade_saved
+from metacal.train.config import CHOICES, ConfigError, load_config, to_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -35,12 +35,12 @@ def test_base_chain_merges_mappings_and_overrides_win(tmp_path):
                                   "loss: {name: focal, params: {gamma: 2, extra: {a: 1}}}\n")
     child = write(tmp_path / "sub" / "m.yaml", "base: ../base.yaml\nloss: {params: {extra: {b: 2}}}\n"
                                                "data: {options: {noise: 0.3}}\nschedule: {milestones: [3]}\n")
-    cfg = load_config(child, ["optim.lr=0.05", "loss.params.gamma=3", "meta.objective=dece"])
+    cfg = load_config(child, ["optim.lr=0.05", "loss.params.gamma=3", "eval.num_bins=10"])
     assert cfg.data.name == "mnist1d" and cfg.data.batch_size == 64  # from the base
     assert cfg.data.options == {"n": 5, "noise": 0.3}  # free-form mappings merge key by key, too
     assert cfg.loss.params == {"gamma": 3, "extra": {"a": 1, "b": 2}} and cfg.loss.name == "focal"
     assert cfg.schedule.milestones == [3]  # lists are replaced, not concatenated
-    assert cfg.optim.lr == 0.05 and cfg.meta.objective == "dece"
+    assert cfg.optim.lr == 0.05 and cfg.eval.num_bins == 10
 
 
 def test_list_of_bases_later_wins(tmp_path):
@@ -55,7 +55,7 @@ def test_bare_exponent_floats_in_files_and_overrides(tmp_path):
     """YAML 1.1 needs a dot (5.0e-4); OmegaConf's loader also reads 5e-4 as a float, in files and in --set."""
     path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n"
                                       "optim: {weight_decay: 5e-4}\nloss: {params: {eps: 1e-3}}\n")
-    cfg = load_config(path, ["optim.lr=5e-4", "meta.objective_params.h=2E-2"])
+    cfg = load_config(path, ["optim.lr=5e-4", "meta.enabled=true", "meta.objective_params.h=2E-2"])
     assert cfg.optim.weight_decay == 0.0005 and cfg.optim.lr == 0.0005
     # free-form mappings keep the YAML type, so these must already be floats, not strings
     assert cfg.loss.params["eps"] == 0.001 and isinstance(cfg.loss.params["eps"], float)
@@ -64,8 +64,8 @@ def test_bare_exponent_floats_in_files_and_overrides(tmp_path):
 
 def test_override_values_are_yaml(tmp_path):
     path = write(tmp_path / "c.yaml", "data: {name: mnist1d, root: /data}\nmodel: {name: mlp}\n")
-    cfg = load_config(path, ["schedule.milestones=[100,200]", "data.root=null", "meta.objective=dece",
-                             "run.cpu=true", "model.options.note=a=b", "loss.params.tag='3'", "data.seed=7"])
+    cfg = load_config(path, ["schedule.milestones=[100,200]", "data.root=null", "meta.enabled=true",
+                             "meta.objective=dece", "run.cpu=true", "model.options.note=a=b", "loss.params.tag='3'", "data.seed=7"])
     assert cfg.schedule.milestones == [100, 200] and cfg.data.root is None and cfg.meta.objective == "dece"
     assert cfg.run.cpu is True and cfg.data.seed == 7
     assert cfg.model.options == {"note": "a=b"} and cfg.loss.params == {"tag": "3"}
@@ -84,14 +84,13 @@ def test_override_values_are_yaml(tmp_path):
     (["eval.select_by=acc"], ["'eval.select_by'", "error, nll, ece"]),
     (["meta.horizon=long"], ["'meta.horizon'", "step, trajectory"]),
     (["meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be >= 0", "got -1"]),
-    (["meta.horizon_decay=1.5"], ["meta.horizon_decay must be in [0, 1]", "got 1.5"]),
+    (["meta.horizon_decay=1.5"], ["override 'meta.horizon_decay' has no effect"]),
     (["eval.bootstrap=-1"], ["eval.bootstrap must be >= 0 (0: no confidence intervals)", "got -1"]),
     (["eval.bootstrap=1.5"], ["'eval.bootstrap'"]),
     (["eval.ci_level=1"], ["eval.ci_level must lie strictly between 0 and 1", "got 1"]),
     (["eval.ci_level=0"], ["eval.ci_level must lie strictly between 0 and 1", "got 0"]),
     (["eval.ci_level=.nan"], ["eval.ci_level must lie strictly between 0 and 1", "got nan"]),
-    (["eval.ci_method=bca"], ["eval.ci_method must be basic or percentile", "got 'bca'"]),
-    (["meta.horizon=trajectory", "meta.learner=loss"], ["meta.horizon=trajectory", "meta.learner=gamma_net"]),
+    (["eval.ci_method=bca"], ["config key 'eval.ci_method': unknown value 'bca'; available: basic, percentile"]),
     (["optim.lr"], ["section.key=value"]),
     (["data.root"], ["section.key=value"]),  # OmegaConf alone would set the Optional key to None
     (["optim..lr=3"], ["section.key=value"]),  # OmegaConf alone would take key '' inside optim
@@ -146,59 +145,32 @@ def test_bad_files_are_one_line(tmp_path, text, fragment):
     assert fragment in str(info.value) and "\n" not in str(info.value)
 
 
-RENAMED = "config key 'schedule.gamma' was renamed to 'schedule.lr_decay'"
-
-
-def test_renamed_lr_decay_in_file_and_override(tmp_path):
-    ok = write(tmp_path / "ok.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nschedule: {lr_decay: 0.2}\n")
-    assert load_config(ok).schedule.lr_decay == 0.2
-    assert load_config(ok, ["schedule.lr_decay=0.5"]).schedule.lr_decay == 0.5
-    old = write(tmp_path / "old.yaml", "base: ok.yaml\nschedule: {gamma: 0.2}\n")
-    with pytest.raises(ConfigError, match=f"^{RENAMED}$"):
-        load_config(old)
-    with pytest.raises(ConfigError, match=f"^{RENAMED}$"):
-        load_config(ok, ["schedule.gamma=0.5"])
-    # loss parameters called gamma (focal loss) are not affected
-    assert load_config(ok, ["loss.name=focal", "loss.params.gamma=2"]).loss.params == {"gamma": 2}
-
-
-def test_renamed_ce_mmce_loss_in_file_and_override(tmp_path):
-    base = "data: {name: mnist1d}\nmodel: {name: mlp}\n"
-    assert load_config(write(tmp_path / "new.yaml", base + "loss: {name: ce_mmce}\n")).loss.name == "ce_mmce"
-    message = "^loss.name 'mmce' was renamed to 'ce_mmce'$"
+def test_meta_overrides_without_a_meta_step_are_refused(tmp_path):
+    plain = write(tmp_path / "plain.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nmeta: {lr: 0.5}\n")
+    assert load_config(plain).meta.lr == 0.5  # a file's meta keys (a base.yaml shared by methods) stay allowed
+    message = ("^override 'meta.lr' has no effect: this run has no meta step \\(meta.enabled is false\\); "
+               "drop it, or add meta.enabled=true$")
     with pytest.raises(ConfigError, match=message):
-        load_config(write(tmp_path / "old.yaml", base + "loss: {name: mmce, params: {beta: 0.5}}\n"))
-    with pytest.raises(ConfigError, match=message):
-        load_config(tmp_path / "new.yaml", ["loss.name=mmce"])
-    # the meta objective keeps its name
-    assert load_config(tmp_path / "new.yaml", ["meta.objective=mmce"]).meta.objective == "mmce"
+        load_config(plain, ["meta.lr=0.1"])
+    with pytest.raises(ConfigError, match="^override 'meta.controller.grow' has no effect"):
+        load_config(plain, ["optim.lr=0.05", "meta.controller.grow=2"])
+    assert load_config(plain, ["meta.enabled=true", "meta.lr=0.1"]).meta.lr == 0.1
+    assert load_config(plain, ["meta.enabled=false"]).meta.enabled is False
 
 
-def test_saved_configs_of_earlier_runs_are_upgraded():
-    saved = {"data": {"name": "mnist1d"}, "model": {"name": "mlp"}, "loss": {"name": "mmce"},
-             "schedule": {"epochs": 3, "gamma": 0.2}}
-    cfg = build_config(upgrade_saved(saved))
-    assert (cfg.loss.name, cfg.schedule.lr_decay, cfg.schedule.epochs) == ("ce_mmce", 0.2, 3)
-    with pytest.raises(ConfigError, match=RENAMED):  # without the upgrade, the old key is refused
-        build_config(saved)
-    current = {**saved, "loss": {"name": "focal"}, "schedule": {"lr_decay": 0.3}}
-    assert build_config(upgrade_saved(current)).schedule.lr_decay == 0.3  # new spelling untouched
+def test_choice_lists_are_the_owners_own():
+    from metacal.meta import LEARNERS, META_OPTIMIZERS
+    from metacal.meta.learner import BACKENDS, HORIZONS
+    from metacal.metrics.bootstrap import METHODS
+    from metacal.train.epoch_eval import SELECT_BY
+    from metacal.train.optim import OPTIMIZERS
+    from metacal.train.schedules import SCHEDULES
 
-
-def test_step_options_became_typed_meta_keys(tmp_path):
-    ok = write(tmp_path / "ok.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nmeta: {enabled: true, every: 2}\n")
-    cfg = load_config(ok, ["meta.max_backbone_grad_norm=1.0", "meta.ce_weight=0.5"])
-    assert (cfg.meta.every, cfg.meta.max_backbone_grad_norm, cfg.meta.ce_weight) == (2, 1.0, 0.5)
-    message = r"^config key 'meta.step_options' was replaced by keys of the meta section: .*meta_every → meta.every"
-    with pytest.raises(ConfigError, match=message):
-        load_config(ok, ["meta.step_options.meta_every=2"])
-    with pytest.raises(ConfigError, match=message):
-        load_config(write(tmp_path / "old.yaml", "base: ok.yaml\nmeta: {step_options: {ce_weight: 0.5}}\n"))
-    saved = {"data": {"name": "mnist1d"}, "model": {"name": "mlp"},
-             "meta": {"step_options": {"meta_every": 3, "max_grad_norm": 2.0}}}
-    cfg = build_config(upgrade_saved(saved))
-    assert (cfg.meta.every, cfg.meta.max_backbone_grad_norm, cfg.meta.max_meta_grad_norm) == (3, 2.0, None)
-    assert build_config(upgrade_saved({**saved, "meta": {"step_options": {}}})).meta.every == 1
+    owners = {"meta.backend": tuple(BACKENDS), "meta.horizon": HORIZONS, "meta.learner": LEARNERS,
+              "meta.optimizer": tuple(META_OPTIMIZERS), "optim.name": OPTIMIZERS, "schedule.name": SCHEDULES,
+              "eval.select_by": SELECT_BY, "eval.ci_method": METHODS}
+    for key, values in owners.items():
+        assert tuple(CHOICES[key]) == tuple(values), key
 
 
 def test_resolved_config_round_trips(tmp_path):

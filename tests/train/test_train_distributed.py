@@ -2,7 +2,7 @@
 
 1. FLγ-SECE (jvp backend), 6 meta steps with the global batch split across 2 ranks (each rank also reads
    its own disjoint half of the meta-val batch): the backbone (through DDP) and the γ-Net (meta grads
-   averaged with accelerator.reduce) must be bit-identical on both ranks — and the γ-Net must have moved.
+   averaged by metacal.distributed) must be bit-identical on both ranks — and the γ-Net must have moved.
 2. Plain CE with a BatchNorm-free MLP, momentum SGD, 5 steps: with the global batch of 32 split 16 + 16,
    DDP's averaged gradient equals the single-process gradient of the same 32 samples, so the parameters
    match a 1-process run up to float32 summation order: tolerance atol 1e-6 (observed ≤ 1e-7).

@@ -64,7 +64,7 @@ def test_exactly_num_bins_validation_samples_train_with_one_sample_per_bin(tmp_p
     confidence c_b and its correctness a_b, read from the epoch's saved val predictions."""
     from metacal.train import outputs
 
-    monkeypatch.setattr(outputs, "plot_reliability", lambda: lambda *a, **k: None)  # most of a tiny run's time
+    monkeypatch.setattr(outputs, "plot_reliability", lambda *a, **k: None)  # most of a tiny run's time
     run_dir = tmp_path / "run"
     result = metacal.fit(mlp(), blobs(100), val=blobs(15, seed=3), config=ADAFOCAL, run_dir=run_dir,
                          overrides=[*ONE_EPOCH, *SMALL, *QUIET, "run.max_steps_per_epoch=2"])

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from metacal.experiments.ablations import STUDIES, cli
-from metacal.experiments.ablations.runner import Setting, Variant, train_variant
+from experiments.ablations import STUDIES, cli
+from experiments.ablations.runner import Setting, Variant, train_variant
 
 
 def test_help_lists_quick_and_one_line_per_study(capsys, monkeypatch):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from metacal.experiments.ablations.corruptions import (BRIGHTNESS, CORRUPTIONS, SEVERITIES, brightness, contrast, corrupt,
+from experiments.ablations.corruptions import (BRIGHTNESS, CORRUPTIONS, SEVERITIES, brightness, contrast, corrupt,
                                            gaussian_blur, gaussian_kernel1d, pixelate)
 
 

@@ -6,9 +6,9 @@ import torch
 from scipy import stats
 
 from metacal import losses, metrics
-from metacal.experiments.ablations.correlation import pearson
-from metacal.experiments.ablations.estimators import ESTIMATORS, sece_grid
-from metacal.experiments.ablations.grad_weighting import per_sample_gradients, weight_stats
+from experiments.ablations.correlation import pearson
+from experiments.ablations.estimators import ESTIMATORS, sece_grid
+from experiments.ablations.grad_weighting import per_sample_gradients, weight_stats
 
 
 @pytest.mark.parametrize("n", [500, 3000])
@@ -79,7 +79,7 @@ def test_bsce_gra_weight_is_the_brier_score_and_true_brier_formula():
 
 
 def test_spearman_matches_scipy_with_ties():
-    from metacal.experiments.ablations.correlation import ranks, spearman
+    from experiments.ablations.correlation import ranks, spearman
 
     rng = np.random.default_rng(3)
     x = rng.integers(0, 20, size=300).astype(float)  # many ties

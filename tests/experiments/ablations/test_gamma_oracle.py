@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from metacal.experiments.ablations import gamma_oracle as go
-from metacal.experiments.ablations.cli import main
+from experiments.ablations import gamma_oracle as go
+from experiments.ablations.cli import main
 from metacal.train import load_config
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -22,19 +22,19 @@ def row(variant, gamma, seed, ece_val, ece_test=0.1, temperature=1.5, last=None,
 
 
 def test_summary_is_mean_and_sample_std():
-    s = go.summarise([row("a", 1.0, 0, 0.10, temperature=1.2), row("a", 1.0, 1, 0.14, temperature=1.6)])
+    s = go.summarize([row("a", 1.0, 0, 0.10, temperature=1.2), row("a", 1.0, 1, 0.14, temperature=1.6)])
     assert s["ece_val"] == pytest.approx(0.12) and s["ece_val_std"] == pytest.approx(0.04 / math.sqrt(2))
     assert s["temperature"] == pytest.approx(1.4) and s["seeds"] == 2 and "gamma_peak" not in s
-    one = go.summarise([row("a", 1.0, 0, 0.10)])
+    one = go.summarize([row("a", 1.0, 0, 0.10)])
     assert one["ece_val"] == 0.10 and math.isnan(one["ece_val_std"])  # one seed: no std
-    meta = go.summarise([row("m", None, 0, 0.2, last=1.0, peak=3.0), row("m", None, 1, 0.2, last=2.0, peak=5.0)])
+    meta = go.summarize([row("m", None, 0, 0.2, last=1.0, peak=3.0), row("m", None, 1, 0.2, last=2.0, peak=5.0)])
     assert meta["gamma_last"] == pytest.approx(1.5) and meta["gamma_peak"] == 5.0
 
 
 def test_best_gamma_uses_validation_not_test_and_breaks_ties_low():
-    sums = [go.summarise([row(f"g{g}", g, 0, v, ece_test=t)]) for g, v, t in
+    sums = [go.summarize([row(f"g{g}", g, 0, v, ece_test=t)]) for g, v, t in
             [(0.0, 0.15, 0.01), (1.0, 0.08, 0.20), (3.0, 0.05, 0.30), (5.0, 0.05, 0.02)]]
-    sums.append(go.summarise([row("meta", None, 0, 0.0, last=1.0, peak=1.0)]))  # never a candidate
+    sums.append(go.summarize([row("meta", None, 0, 0.0, last=1.0, peak=1.0)]))  # never a candidate
     assert go.best_gamma(sums)["gamma"] == 3.0
     with pytest.raises(ValueError, match="no fixed-γ run"):
         go.best_gamma(sums[-1:])
@@ -54,7 +54,7 @@ def test_trajectory_from_history_and_mean_over_seeds():
 
 @pytest.mark.parametrize("temperature, word", [(1.8, "OVER-confident"), (0.9, "UNDER-confident")])
 def test_regime_sentence_direction(temperature, word):
-    ce = go.summarise([row("ce", 0.0, 0, 0.1, ece_test=0.148, temperature=temperature)])
+    ce = go.summarize([row("ce", 0.0, 0, 0.1, ece_test=0.148, temperature=temperature)])
     text = go.regime_sentence(ce)
     assert word in text and "14.80%" in text and f"T = {temperature:.3f}" in text
 

@@ -5,8 +5,8 @@ import io
 
 import pytest
 
-from metacal.experiments.ablations.cli import main
-from metacal.experiments.ablations.page import Column, Section, Table, csv_text, markdown_table, write_page
+from experiments.ablations.cli import main
+from experiments.ablations.page import Column, Section, Table, csv_text, markdown_table, write_page
 
 
 def test_markdown_and_csv_tables():

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from metacal.experiments.ablations.cli import main
+from experiments.ablations.cli import main
 
 STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "ci_coverage", "shift",
            "grad_weighting", "gamma_oracle", "meta_signal", "meta_horizon"]

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import metacal.train
-from metacal.experiments.ablations.gamma_oracle import regime_setting
-from metacal.experiments.ablations.runner import Variant, _load, train_variant
+from experiments.ablations.gamma_oracle import regime_setting
+from experiments.ablations.runner import Variant, _load, train_variant
 from metacal.train.config import to_yaml
 
 

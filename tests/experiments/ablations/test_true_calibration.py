@@ -1,4 +1,4 @@
-"""The true top-label calibration error (metacal.experiments.ablations.true_calibration) against closed forms.
+"""The true top-label calibration error (experiments.ablations.true_calibration) against closed forms.
 
 2-class, 1-D mixture: x | y ~ N(±1, 1), equal priors ⇒ η₁(x) = P(y=1 | x) = σ(2x) and the Bayes accuracy is
 Φ(1). Two models whose TRUE calibration error we derive by hand:
@@ -19,7 +19,7 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from metacal.experiments.ablations.true_calibration import (binned_conditional_gap, tie_aware_mass_bins,
+from experiments.ablations.true_calibration import (binned_conditional_gap, tie_aware_mass_bins,
                                                 true_calibration_error)
 from metacal.data.gaussian_mixture import bayes_log_posteriors, class_means, sample
 

@@ -1,15 +1,16 @@
-"""metacal.experiments.benchmark.memory: the saved-tensor meter counts each storage once and releases it with the graph;
+"""experiments.benchmark.memory: the saved-tensor meter counts each storage once and releases it with the graph;
 the RSS high-water mark rises by what a step allocates."""
 
 import gc
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
-from metacal.experiments.benchmark.memory import SavedTensorMeter, rss_available, rss_mb
+from experiments.benchmark.memory import SavedTensorMeter, rss_available, rss_mb
 
 
 def test_saved_tensor_meter_counts_storages_once_and_releases_them():
@@ -46,13 +47,14 @@ def test_rss_high_water_mark_sees_a_large_allocation():
     equals the current RSS, and touching a 64 MiB array raises it by at least 60 MiB."""
     code = textwrap.dedent("""
         import numpy as np
-        from metacal.experiments.benchmark.memory import reset_rss_peak, rss_mb
+        from experiments.benchmark.memory import reset_rss_peak, rss_mb
         base = reset_rss_peak()
         at_reset = rss_mb("VmHWM:") - base
         block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
         print(at_reset, rss_mb("VmHWM:") - base)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])  # the checkout: experiments/
     at_reset, grown = map(float, out.stdout.split())
     assert abs(at_reset) < 2.0
     assert grown >= 60

@@ -1,4 +1,4 @@
-"""metacal.experiments.benchmark.meta_step: the reference row is the `higher` backend's γ-Net update, and every ratio
+"""experiments.benchmark.meta_step: the reference row is the `higher` backend's γ-Net update, and every ratio
 of the benchmark is a median of within-round ratios."""
 
 import statistics
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from metacal.experiments.benchmark.meta_step import Method, build_setup, paired_statistic
+from experiments.benchmark.meta_step import Method, build_setup, paired_statistic
 
 
 def test_reference_lookahead_has_the_higher_backends_hypergradient():

@@ -78,6 +78,10 @@ def _plain(values: dict[str, Any]) -> dict[str, float | int]:
     return {k: (int(v) if k in ("n", "num_classes") else float(v)) for k, v in values.items()}
 
 
+#: ``eval.select_by``: the validation metric whose lowest value selects the epoch.
+SELECT_BY = ("error", "nll", "ece")
+
+
 def selection_score(values: dict[str, float], select_by: str) -> float:
     """Lower is better: validation error (paper default), NLL or ECE."""
     return float(values[select_by])

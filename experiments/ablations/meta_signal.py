@@ -65,7 +65,7 @@ def signal_row(history: list[dict[str, Any]]) -> dict[str, Any]:
 SUMMARY_KEYS = ("error_test", "ece_test", "temperature", "gamma_last", "raise_share")
 
 
-def summarise(rows: list[dict[str, Any]], keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
+def summarize(rows: list[dict[str, Any]], keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
     """Mean and sample std over seeds of ``keys``, the largest γ of any run, the binomial band."""
     out: dict[str, Any] = {"variant": rows[0]["variant"], "seeds": len(rows)}
     for key in keys:
@@ -106,7 +106,7 @@ def run(opts: StudyOptions):
             setting = regime_setting(regime, seed, opts.quick)
             trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed), reuse=True)
             rows.append({**run_row(trained, seed, None), **signal_row(trained.history)})
-    summaries = [summarise([r for r in rows if r["variant"] == v.key]) for v in variants(opts.quick)]
+    summaries = [summarize([r for r in rows if r["variant"] == v.key]) for v in variants(opts.quick)]
     label = regime_setting(regime, seeds[0], opts.quick).label
     shares = [s["raise_share"] for s in summaries]
     intro = [f"Regime: the one configs/{regime}/base.yaml is named for — CE over-confident (its temperature and "

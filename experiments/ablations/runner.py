@@ -20,9 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-import metacal
-
-CONFIG_ROOT = Path(metacal.__file__).resolve().parents[1] / "configs"
+CONFIG_ROOT = Path(__file__).resolve().parents[2] / "configs"  # the checkout's configs/, beside experiments/
 
 # Trainer options every ablation run shares: no TensorBoard/bars, one intra-op thread (tiny models).
 COMMON_OVERRIDES = ("logging.tensorboard=false", "logging.progress_bar=false", "logging.reliability_every=0",

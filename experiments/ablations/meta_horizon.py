@@ -28,7 +28,7 @@ from typing import Any
 
 from .gamma_oracle import REGIMES, regime_and_seeds, regime_setting, run_row
 from .meta_signal import COLUMNS as SIGNAL_COLUMNS
-from .meta_signal import SUMMARY_KEYS, meta_step_share, run_dir, runs_section, signal_row, summarise
+from .meta_signal import SUMMARY_KEYS, meta_step_share, run_dir, runs_section, signal_row, summarize
 from .page import Column, Section, Table, write_page
 from .runner import Variant, train_variant
 from .study import STUDIES, StudyOptions
@@ -108,14 +108,14 @@ def run(opts: StudyOptions):
             trained = train_variant(setting, variant, run_dir(opts, regime, variant.key, seed), reuse=True)
             rows.append({**run_row(trained, seed, None), **signal_row(trained.history),
                          "level_share": meta_step_share(trained.history, "raise_level_frac")[0]})
-    summaries = [summarise([r for r in rows if r["variant"] == v.key], SUMMARY_KEYS + ("level_share",))
+    summaries = [summarize([r for r in rows if r["variant"] == v.key], SUMMARY_KEYS + ("level_share",))
                  for v in chosen]
     label = regime_setting(regime, seeds[0], opts.quick).label
     intro = [f"Regime: the one configs/{regime}/base.yaml is named for — CE over-confident (its temperature and "
              "ECE are measured by the gamma_oracle study, focal γ = 0; the bar is that study's best fixed γ "
              f"chosen on validation). FLγ-SECE on {label}; seeds {', '.join(map(str, seeds))}; checkpoint = "
              "lowest validation error. Mean ± sample std over seeds. The variants and the two signal shares "
-             "are defined in metacal/experiments/ablations/meta_horizon.py."]
+             "are defined in experiments/ablations/meta_horizon.py."]
     intro += robustness_sentences(summaries)
     sections = [Section("Outcome and signal per variant", tables=[Table("summary", summaries, COLUMNS)]),
                 runs_section(rows, Column("level_share", "↑level share", 100, 1))]

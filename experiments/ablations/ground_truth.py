@@ -138,7 +138,7 @@ def run(opts: StudyOptions):
     sections = [Section("True calibration error of each model", tables=[truth_t], text=[
         "TRUE CE = E|E[c | conf] − conf| with c(x) = P(y = ŷ(x) | x) from the known posterior, estimated on "
         f"{plan['truth_n']:,} fresh samples with equal-mass confidence bins (ties kept together; see "
-        "metacal/experiments/ablations/true_calibration.py). E|c − conf| is the per-input gap, an upper bound that ignores "
+        "experiments/ablations/true_calibration.py). E|c − conf| is the per-input gap, an upper bound that ignores "
         "the conditioning on the confidence level. Noise floor = bound on the upward bias of the binned "
         "estimate from the noise of the bin means (coarsening can only lower it). TRUE L2 CE = "
         "sqrt E(E[c | conf] − conf)² on the same bins: the target of RMSCE-15 and L2-debiased-15."])]

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from metacal.data import DataNotFoundError
 from metacal.data.fashion_mnist import find_fashion_mnist_files
-from metacal.experiments.finetune_example import main
+from experiments.finetune_fashion_mnist import main
 
 
 @pytest.fixture(scope="module")

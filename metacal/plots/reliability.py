@@ -11,17 +11,17 @@ ECE and MCE (equal width, ``num_bins``) in the title. Optional, on the same axes
   own plot hides by drawing the curve with a width proportional to that density.
 
 Drawn on a ``Figure`` with the Agg canvas attached directly (``FigureCanvasAgg``): headless, no pyplot state,
-and the process-wide matplotlib backend is left alone (importing this module does not switch it).
+and the process-wide matplotlib backend is left alone. matplotlib is imported on the first drawing, so the
+trainer and ``metacal.evaluate`` import this module without it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from metacal.metrics.binning import bin_statistics
 from metacal.metrics.bootstrap import BootstrapSpec, bin_accuracy_bands
@@ -31,6 +31,9 @@ from metacal.metrics.inputs import check_probs_labels, top_label
 BAND_LABEL = "{level:g}% bootstrap interval (B = {bootstrap})"
 SMOOTH_LABEL = "smooth (relplot), smECE {smece:.2f}%"
 SMOOTH_MIN_DENSITY = 0.01
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def plot_reliability(
@@ -44,6 +47,9 @@ def plot_reliability(
 ) -> Figure:
     """Draw the top-label reliability diagram of N×K ``probs``; write a PNG to ``path`` if given. ``bands`` adds
     bootstrap intervals on the bin accuracies, ``smooth`` relplot's smooth reliability curve (module docstring)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     check_probs_labels(probs, labels)
     conf, _, correct = top_label(probs.detach(), labels.to(probs.device))
     stats = bin_statistics(conf, correct, num_bins, "width")

@@ -27,7 +27,7 @@ import torch
 
 import metacal
 
-CONFIGS = Path(metacal.__file__).resolve().parents[1] / "configs" / "fashion_mnist"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "fashion_mnist"  # the checkout's, beside experiments/
 PRETRAIN_CLASSES = (0, 1, 2, 3, 4)
 
 
@@ -153,7 +153,7 @@ def page(results: dict[str, dict[str, Any]], sizes: Sizes, command: str, minutes
         "meta-val images). CE from scratch on the same data and schedule is the reference.",
         "",
         "All four runs are `metacal.fit` calls on datasets and a model built in Python "
-        "(metacal/experiments/finetune_example.py), with the method configs of `configs/fashion_mnist/`.",
+        "(experiments/finetune_fashion_mnist.py), with the method configs of `configs/fashion_mnist/`.",
         "",
         "## Pretraining (classes 0–4)",
         "",

@@ -1,11 +1,12 @@
-"""The reliability diagram behind ``--plot``: bars = per-bin accuracies, title = ECE/MCE, PNG written."""
+"""metacal.plots.reliability: the reliability diagram (trainer, ``evaluate --plot``, reports): bars = per-bin
+accuracies, title = ECE/MCE, PNG written."""
 
 import pytest
 import torch
 from matplotlib.figure import Figure
 
 import metacal.metrics as M
-from metacal.report.reliability import plot_reliability
+from metacal.plots.reliability import plot_reliability
 
 
 def test_bars_title_and_png(tmp_path):

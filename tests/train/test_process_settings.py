@@ -1,4 +1,4 @@
-"""metacal.train.runtime: what a run sets per process, and that retaining freed memory stops the page
+"""metacal.train.process_settings: what a run sets per process, and that retaining freed memory stops the page
 faults of re-allocation (checked in fresh processes: the setting is process-wide)."""
 
 import platform
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import metacal.train.runtime as runtime
+import metacal.train.process_settings as settings
 
 
 def run_cfg(**overrides):
@@ -20,13 +20,13 @@ def run_cfg(**overrides):
 ])
 def test_configure_process_retains_freed_memory_only_for_cpu_runs(monkeypatch, device, enabled, expected):
     calls = []
-    monkeypatch.setattr(runtime, "retain_freed_memory", lambda: calls.append(1) or True)
-    runtime.configure_process(run_cfg(malloc_retain=enabled), torch.device(device))
+    monkeypatch.setattr(settings, "retain_freed_memory", lambda: calls.append(1) or True)
+    settings.configure_process(run_cfg(malloc_retain=enabled), torch.device(device))
     assert len(calls) == expected
 
 
 def test_configure_process_sets_threads():
-    runtime.configure_process(run_cfg(torch_threads=2), torch.device("cpu"))
+    settings.configure_process(run_cfg(torch_threads=2), torch.device("cpu"))
     assert torch.get_num_threads() == 2  # the autouse fixture restores the previous count
 
 
@@ -41,11 +41,12 @@ def test_retain_freed_memory_stops_page_faults_of_reallocation():
     import subprocess
     import sys
     import textwrap
+    from pathlib import Path
 
     code = textwrap.dedent("""
         import sys, torch
-        from metacal.experiments.benchmark.memory import minor_faults
-        from metacal.train.runtime import retain_freed_memory
+        from experiments.benchmark.memory import minor_faults
+        from metacal.train.process_settings import retain_freed_memory
         if sys.argv[1] == "retain":
             assert retain_freed_memory()
         def step():
@@ -61,7 +62,7 @@ def test_retain_freed_memory_stops_page_faults_of_reallocation():
     for mode in ("default", "retain"):
         env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
         out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, check=True,
-                             env=env)
+                             env=env, cwd=Path(__file__).resolve().parents[2])  # the checkout: experiments/
         faults[mode] = int(out.stdout.strip().splitlines()[-1])
     assert faults["default"] > 10 * 8 * 1500, faults  # 8 × 2,048 fresh pages per step
     assert faults["retain"] < 500, faults

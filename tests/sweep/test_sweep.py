@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metacal.experiments.sweep_plan import build_command, plan_sweep
+from metacal.sweep.plan import build_command, plan_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -168,7 +168,7 @@ def test_sweep_bad_input_is_one_line_exit_2(grid, capsys):
 def test_shared_base_configs_are_not_methods(tmp_path, capsys):
     """``--configs configs/<dataset>/*.yaml`` also matches base.yaml; a file another listed config names
     under ``base:`` is skipped (both the string and the list form of ``base:``)."""
-    from metacal.experiments.sweep_plan import split_shared_bases
+    from metacal.sweep.plan import split_shared_bases
 
     d = tmp_path / "configs" / "data"
     (tmp_path / "configs" / "methods").mkdir(parents=True)
@@ -206,8 +206,8 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(grid, capsys):
 
 
 def test_progress_bar_only_for_a_terminal(tmp_path, capsys):
-    from metacal.experiments.sweep_cli import progress_reporter
-    from metacal.experiments.sweep_plan import RunOutcome
+    from metacal.sweep.cli import progress_reporter
+    from metacal.sweep.plan import RunOutcome
 
     outcome = RunOutcome("c/ce.yaml", 0, str(tmp_path / "ce" / "seed0"), "start", "ok", 0, 1.5)
     report, close = progress_reporter(1, tmp_path, interactive=True)

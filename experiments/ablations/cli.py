@@ -81,7 +81,7 @@ REGIME_STUDIES = {"gamma_oracle": 3, "meta_signal": 2, "meta_horizon": 2}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from metacal.experiments.ablations import STUDIES, StudyOptions
+    from experiments.ablations import STUDIES, StudyOptions
     from metacal.registry import UnknownNameError
 
     argv = list(sys.argv[1:] if argv is None else argv)

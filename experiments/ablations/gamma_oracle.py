@@ -28,8 +28,7 @@ REGIMES = ("mnist1d_overconfident", "fashion_mnist_overconfident")
 FULL_SEEDS, QUICK_SEEDS = 3, 2
 META_METHOD = "flgamma_sece"
 # Quick mode (a smoke test, not a result): tiny data and model, 3 epochs.
-QUICK_OVERRIDES = {"mnist1d_overconfident": ("data.options={num_samples: 1000}", "model.options={hidden: [32]}",
-                                             "meta.batch_size=64"),
+QUICK_OVERRIDES = {"mnist1d_overconfident": ("data.options={num_samples: 1000}", "model.options={hidden: [32]}"),
                    "fashion_mnist_overconfident": ("data.options={train_subset: 200}", "model.options={hidden: [32]}",
                                                    "run.max_steps_per_epoch=2")}
 SUMMARY_KEYS = ("error_val", "ece_val", "error_test", "ece_test", "temperature", "ece_test_after_ts", "seconds")
@@ -88,7 +87,7 @@ def gamma_trajectory(history: Sequence[dict[str, Any]]) -> list[dict[str, float]
     return out
 
 
-def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Mean and sample std (ddof 1) over seeds of every number in SUMMARY_KEYS (``<key>_std``)."""
     out: dict[str, Any] = {"variant": rows[0]["variant"], "gamma": rows[0]["gamma"], "seeds": len(rows)}
     for key in SUMMARY_KEYS:
@@ -153,7 +152,8 @@ COLUMNS = [Column("variant", "Variant"), Column("error_val", "val error (%)", 10
 def run(opts: StudyOptions):
     regime, seeds = regime_and_seeds(opts, "gamma_oracle", QUICK_SEEDS if opts.quick else FULL_SEEDS)
     grid = QUICK_GRID if opts.quick else GRID
-    variants = [(focal_variant(g), g) for g in grid] + [(Variant("FLγ-SECE (shipped config)", META_METHOD), None)]
+    meta = ("meta.batch_size=64",) if opts.quick else ()  # quick MNIST-1D: a 100-sample meta-val split
+    variants = [(focal_variant(g), g) for g in grid] + [(Variant("FLγ-SECE (shipped config)", META_METHOD, meta), None)]
     run_rows, trajectories = [], []
     for variant, gamma in variants:
         for seed in seeds:
@@ -163,7 +163,7 @@ def run(opts: StudyOptions):
             run_rows.append(run_row(trained, seed, gamma))
             if gamma is None:
                 trajectories.append(gamma_trajectory(trained.history))
-    summaries = [summarise([r for r in run_rows if r["variant"] == v.key]) for v, _ in variants]
+    summaries = [summarize([r for r in run_rows if r["variant"] == v.key]) for v, _ in variants]
     best, meta = best_gamma(summaries), summaries[-1]
     best["chosen"] = "best (lowest val ECE)"
     traj = mean_trajectory(trajectories)

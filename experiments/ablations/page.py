@@ -93,6 +93,21 @@ def csv_text(table: Table) -> str:
     return buf.getvalue()
 
 
+def line_panels(series: dict[str, list[dict[str, Any]]], x: str, panels: Sequence[tuple[str, str]],
+                xlabel: str) -> Figure:
+    """One panel per (key, y-label): every series' 100·key against ``x``, marked points, the legend in panel 1."""
+    fig = Figure(figsize=(11, 4))
+    for j, (key, title) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), j + 1)
+        for label, pts in series.items():
+            ax.plot([p[x] for p in pts], [100 * p[key] for p in pts], marker="o", markersize=3, label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(title)
+        ax.grid(alpha=0.3)
+    fig.axes[0].legend(fontsize=7)
+    return fig
+
+
 def save_figure(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")

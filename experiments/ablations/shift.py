@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 
 from metacal import metrics
 from metacal.posthoc import TemperatureScaling
 from metacal.report.labels import method_label
 
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
-from .page import Column, Section, Table, save_figure, write_page
+from .page import Column, Section, Table, line_panels, save_figure, write_page
 from .runner import Variant, build_bundle, fashion_mnist_setting, predict_logits, stack
 from .study import STUDIES, StudyOptions, train_all
 
@@ -71,16 +70,10 @@ def run(opts: StudyOptions):
             at = [row for row in rows if row["severity"] == sev]
             summary.append({"method": label, "severity": sev,
                             **{k: float(np.mean([row[k] for row in at])) for k in ("error", "nll", "ece", "ece_after_ts")}})
-    fig = Figure(figsize=(11, 4))
-    for j, (key, title) in enumerate((("ece", "ECE (%)"), ("ece_after_ts", "ECE after TS fitted on clean val (%)"))):
-        ax = fig.add_subplot(1, 2, j + 1)
-        for label in dict.fromkeys(row["method"] for row in summary):
-            pts = [row for row in summary if row["method"] == label]
-            ax.plot([p["severity"] for p in pts], [100 * p[key] for p in pts], marker="o", markersize=3, label=label)
-        ax.set_xlabel("corruption severity (0 = clean)")
-        ax.set_ylabel(title)
-        ax.grid(alpha=0.3)
-    fig.axes[0].legend(fontsize=7)
+    by_method = {label: [row for row in summary if row["method"] == label]
+                 for label in dict.fromkeys(row["method"] for row in summary)}
+    fig = line_panels(by_method, "severity", (("ece", "ECE (%)"), ("ece_after_ts", "ECE after TS fitted on clean val (%)")),
+                      "corruption severity (0 = clean)")
     fig_path = save_figure(fig, opts.out / "shift_ece_vs_severity.png")
     metric_cols = [Column("error", "Error (%)", 100, 2), Column("nll", "NLL", 1, 3), Column("ece", "ECE (%)", 100, 2),
                    Column("ece_after_ts", "ECE after TS (%)", 100, 2)]
@@ -89,7 +82,7 @@ def run(opts: StudyOptions):
                                                  Column("severity", "severity")] + metric_cols)
     intro = [f"Methods (configs/fashion_mnist method files) trained on {setting.label}; model after the last epoch. "
              f"Test set: {'the first ' + str(n_test) if n_test else 'all ' + str(len(labels))} Fashion-MNIST test "
-             "images, corrupted on the fly (metacal/experiments/ablations/corruptions.py) in pixel space [0, 1] before the "
+             "images, corrupted on the fly (experiments/ablations/corruptions.py) in pixel space [0, 1] before the "
              "dataset's normalisation. TS: one temperature per model fitted by NLL on the clean validation split. "
              "ECE = 15-bin equal-width."]
     sections = [Section("Mean over the five corruptions, per severity", tables=[summary_t],

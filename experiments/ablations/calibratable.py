@@ -9,14 +9,13 @@ test labels.
 from __future__ import annotations
 
 import torch
-from matplotlib.figure import Figure
 
 from metacal import metrics
 from metacal.posthoc import HistogramBinning, TemperatureScaling
 from metacal.predictions import load_predictions
 from metacal.report.labels import method_label
 
-from .page import Column, Section, Table, save_figure, write_page
+from .page import Column, Section, Table, line_panels, save_figure, write_page
 from .runner import Variant, build_bundle, gaussian_mixture_setting, predict_logits, stack, train_epochwise
 from .study import STUDIES, StudyOptions
 
@@ -71,16 +70,8 @@ def run(opts: StudyOptions):
         row.update(posthoc_row(val.logits, val.labels, test.logits, test.labels))
         rows.append(row)
         curves[method_label(m)] = per_epoch
-    fig = Figure(figsize=(11, 4))
-    for j, (key, title) in enumerate((("ece", "test ECE-15 (%)"),
-                                      ("optimal_ece", "DIAGNOSTIC: ECE after TS fitted on test (%)"))):
-        ax = fig.add_subplot(1, 2, j + 1)
-        for label, pts in curves.items():
-            ax.plot([p["epoch"] for p in pts], [100 * p[key] for p in pts], marker="o", markersize=3, label=label)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(title)
-        ax.grid(alpha=0.3)
-    fig.axes[0].legend(fontsize=7)
+    fig = line_panels(curves, "epoch", (("ece", "test ECE-15 (%)"),
+                                        ("optimal_ece", "DIAGNOSTIC: ECE after TS fitted on test (%)")), "epoch")
     fig_path = save_figure(fig, opts.out / "calibratable_optimal_ece_per_epoch.png")
     curve_rows = [{"method": label, **p} for label, pts in curves.items() for p in pts]
     main = Table("posthoc", rows, [

@@ -27,9 +27,9 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from metacal.experiments.sweep_plan import (RunOutcome, default_train_cmd, execute_plan, format_plan, plan_sweep,
-                                             split_shared_bases)
 from metacal.report.runs import SWEEP_COMMAND_FILE
+from metacal.sweep.plan import (RunOutcome, default_train_cmd, execute_plan, format_plan, plan_sweep,
+                                split_shared_bases)
 
 PROG = "python scripts/sweep.py"
 
@@ -153,4 +153,4 @@ def console_main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m metacal.experiments.sweep_cli"))
+    sys.exit(main(prog="python -m metacal.sweep.cli"))
