@@ -21,7 +21,7 @@ batch its one-step sign is a coin flip, and without that noise its greedy object
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable
 
 import torch
@@ -78,14 +78,21 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
     return finder, opts
 
 
+#: The measured sample is kept in host memory after its first reading when its inputs take at most this many
+#: bytes: reading and collating it sample by sample costs a small model several times its forward pass
+#: (scripts/bench_auto.py reports the controller's time). Meta-val is read through the deterministic eval view.
+KEEP_BYTES = 256 * 2**20
+
+
 @torch.no_grad()
-def gap_sums(model: nn.Module, loader: DataLoader, device: torch.device) -> torch.Tensor:
-    """[Σ d_i, Σ d_i², n] over ``loader`` with d_i = confidence − 1[correct], the model in eval mode."""
+def gap_sums(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+             device: torch.device) -> torch.Tensor:
+    """[Σ d_i, Σ d_i², n] over ``batches`` with d_i = confidence − 1[correct], the model in eval mode."""
     was_training = model.training
     model.eval()
     sums = torch.zeros(3, dtype=torch.float64, device=device)
     try:
-        for inputs, targets in loader:
+        for inputs, targets in batches:
             probs = model(inputs.to(device)).float().softmax(dim=-1)
             confidence, predicted = probs.max(dim=-1)
             d = (confidence - (predicted == targets.to(device)).float()).double()
@@ -153,6 +160,7 @@ class AutoScalar:
         order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:size].sort().values
         shard = order[rank::world_size].tolist()
         self.loader = DataLoader(Subset(meta_val, shard), batch_size=batch_size, shuffle=False)
+        self.kept: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # the sample's batches, once read
         self.iteration = 0
         self.last: dict[str, float] = {}
         self.measure_seconds = 0.0  # time in measure() since the last epoch_metrics() (the controller's cost)
@@ -161,10 +169,25 @@ class AutoScalar:
     def _apply(self) -> None:
         setattr(self.loss, self.knob, float(self.finder.value))
 
+    def sample_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """This process's share of the measured sample, batch by batch: read through the loader until it has been
+        read once and kept (when its inputs fit in :data:`KEEP_BYTES`), then from memory."""
+        if self.kept is not None:
+            yield from self.kept
+            return
+        kept: list[tuple[torch.Tensor, torch.Tensor]] | None = []
+        for i, (inputs, targets) in enumerate(self.loader):
+            if i == 0 and inputs.element_size() * inputs.nelement() * len(self.loader) > KEEP_BYTES:
+                kept = None
+            if kept is not None:
+                kept.append((inputs, targets))
+            yield inputs, targets
+        self.kept = kept
+
     def measure(self) -> tuple[float, float]:
         """ĝ ± s on the meta-validation sample, over every process."""
         device = next(self.measure_model.parameters()).device
-        sums = gap_sums(self.measure_model, self.loader, device)
+        sums = gap_sums(self.measure_model, self.sample_batches(), device)
         self.average([sums])  # a mean of sums: the ratios ĝ and s are those of the global sums
         return gap_estimate(sums)
 

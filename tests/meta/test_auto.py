@@ -109,3 +109,35 @@ def test_label_smoothing_epsilon_is_a_knob_too():
     assert build_loss("dual_focal").confidence_knob == "gamma"
     assert build_loss("inverse_focal").confidence_knob is None  # its γ raises confidence
     assert build_loss("ce").confidence_knob is None
+
+
+class CountingDataset(TensorDataset):
+    """A TensorDataset that counts its reads."""
+
+    reads = 0
+
+    def __getitem__(self, index):
+        type(self).reads += 1
+        return super().__getitem__(index)
+
+
+@pytest.mark.parametrize("keep_bytes, kept", [(10**9, True), (100, False)])
+def test_the_measured_sample_is_read_once_when_it_is_small(keep_bytes, kept, monkeypatch):
+    """The second measurement gives the same ĝ, s from memory without a read; above KEEP_BYTES every
+    measurement reads the sample again."""
+    import metacal.meta.auto as auto
+
+    monkeypatch.setattr(auto, "KEEP_BYTES", keep_bytes)
+    torch.manual_seed(2)
+    base = data(150)
+    ds = CountingDataset(*base.tensors)
+    model, loss = TinyMLP(), build_loss("focal", gamma=1.0)
+    stepper = AutoScalar(model, loss, torch.optim.SGD(model.parameters(), lr=0.1), ds, SignRootFinder(1.0, 1.0),
+                         "gamma", steps_per_epoch=4, sample=120, batch_size=50, average=lambda ts: None)
+    CountingDataset.reads = 0
+    first = stepper.measure()
+    assert CountingDataset.reads == 120
+    second = stepper.measure()
+    assert second == first and first == gap_estimate(gap_sums(model, stepper.loader, torch.device("cpu")))
+    assert CountingDataset.reads == (240 if kept else 360)  # the direct gap_sums above read it once more
+    assert (stepper.kept is not None) == kept
