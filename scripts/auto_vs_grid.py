@@ -49,13 +49,17 @@ def trajectories(folder: Path) -> dict[int, tuple[list[dict], int]]:
 
 def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
     """γ per epoch of the automatic γ (the value each epoch trained with; ● the selected epoch), its meta-val
-    gap with the ±k·SE hold band, and AdaFocal's per-bin γ (min–max band and mean) per epoch, seed by seed."""
+    gap with the ±k·SE hold band, and AdaFocal's per-bin γ (min–max band and mean) per epoch, seed by seed; the
+    AdaFocal panel only where the sweep has AdaFocal runs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    adafocal_runs = {seed: (rows, selected) for seed, (rows, selected) in sorted(trajectories(adafocal).items())
+                     if "adafocal_gamma_mean" in rows[0]}
+    panels = 3 if adafocal_runs else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4))
     for seed, (rows, selected) in sorted(trajectories(auto).items()):
         if "auto_gamma_trained" not in rows[0]:  # not a focal automatic γ
             continue
@@ -66,9 +70,7 @@ def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
         band = [100 * r["auto_band"] for r in rows]
         axes[1].plot(epochs, gap, color=line.get_color())
         axes[1].fill_between(epochs, [-b for b in band], band, color=line.get_color(), alpha=0.08)
-    for seed, (rows, selected) in sorted(trajectories(adafocal).items()):
-        if "adafocal_gamma_mean" not in rows[0]:
-            continue
+    for seed, (rows, selected) in adafocal_runs.items():
         epochs = range(1, len(rows) + 1)
         line, = axes[2].plot(epochs, [r["adafocal_gamma_mean"] for r in rows], label=f"seed {seed}")
         axes[2].fill_between(epochs, [r["adafocal_gamma_min"] for r in rows], [r["adafocal_gamma_max"] for r in rows],
@@ -77,7 +79,8 @@ def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
     axes[1].set(title="its meta-val gap, % (shaded: ±k·SE hold band)", xlabel="epoch",
                 ylabel="confidence − accuracy")
     axes[1].axhline(0, color="k", lw=0.5)
-    axes[2].set(title="AdaFocal: per-bin γ (mean; shaded min–max)", xlabel="epoch", ylabel="γ")
+    if adafocal_runs:
+        axes[2].set(title="AdaFocal: per-bin γ (mean; shaded min–max)", xlabel="epoch", ylabel="γ")
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
