@@ -1,7 +1,7 @@
 """The training loop, top to bottom: setup → (train epoch → evaluate → select → checkpoint)* → finish.
 
-One iteration is ``run.stepper.step(x, y)`` (built by :mod:`metacal.train.components`): a plain step, or one meta step
-of Wang & Golebiowski 2024, Alg. 1 (the real SGD step of the backbone at the current per-sample γ, then
+One iteration is ``run.stepper.step(x, y)`` (built by :mod:`metacal.train.components`): a plain step, or one
+meta step of Wang & Golebiowski 2024, Alg. 1 (the real SGD step of the backbone at the current per-sample γ, then
 the hypergradient update of the meta-parameters on a meta-validation batch). The lr follows
 ``schedule.name`` (metacal/train/schedules.py): MultiStepLR per epoch, or a per-iteration schedule. After
 each epoch: val and test predictions are gathered, ``loss.update_from_validation`` sees the val logits, the
