@@ -34,7 +34,8 @@ def build(name: str, **params: Any) -> functools.partial:
     defaults included); an unknown name raises UnknownNameError listing the valid ones."""
     OBJECTIVES.check_options(name, list(params))
     fn = OBJECTIVES.get(name)
-    defaults = {key: p.default for key, p in inspect.signature(fn).parameters.items() if key in OBJECTIVES.options(name)}
+    options = OBJECTIVES.options(name)
+    defaults = {key: p.default for key, p in inspect.signature(fn).parameters.items() if key in options}
     objective = functools.partial(fn, **{**defaults, **params})
     logits = torch.tensor([[2.0, 0.0, -1.0], [0.0, 1.0, 0.5]], dtype=torch.float64)
     objective(logits, torch.tensor([0, 2]))  # bad parameter values fail here, not mid-training
