@@ -47,6 +47,21 @@ def trajectories(folder: Path) -> dict[int, tuple[list[dict], int]]:
             for seed, run in finished(folder).items() if run.history}
 
 
+def movement(folder: Path) -> dict[int, tuple[int, int, float | None]]:
+    """seed → (moves, reversals, gap at the selected epoch in SE) of each finished automatic run in ``folder``:
+    the updates that raised or lowered the scalar (history's ``auto_decision``; a lower at the range's end
+    counts), those whose direction is the opposite of the previous move's (the root was crossed, or the gap
+    swung), and metrics.json's ``auto.gap_selected`` / ``auto.gap_se_selected``."""
+    out = {}
+    for seed, run in finished(folder).items():
+        moved = [d for d in (h["train"].get("auto_decision", 0.0) for h in run.history) if d]
+        auto = run.metrics.get("auto") or {}
+        se = auto.get("gap_se_selected")
+        z = auto["gap_selected"] / se if se else None
+        out[seed] = (len(moved), sum(a != b for a, b in zip(moved, moved[1:])), z)
+    return out
+
+
 def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
     """γ per epoch of the automatic γ (the value each epoch trained with; ● the selected epoch), its meta-val
     gap with the ±k·SE hold band, and AdaFocal's per-bin γ (min–max band and mean) per epoch, seed by seed; the
@@ -146,6 +161,18 @@ def main(argv: list[str] | None = None) -> int:
         d_err = paired_diff({s: runs[s]["error"] for s in shared}, {s: picked[s]["error"] for s in shared})
         lines.append(f"| {name} | {interval_text(d_ece)} ({resolved_text(d_ece)}) | {100 * max(d_ece.diffs):+.2f} | "
                      f"{interval_text(d_err)} ({resolved_text(d_err)}) |")
+    lines += ["", "How each automatic run moved its scalar, mean over seeds: updates that raised or lowered it "
+              "(moves), moves in the direction opposite to the previous move (reversals), and the meta-val gap of "
+              "the selected network in standard errors (0: calibrated on meta-val; beyond ±1: outside the band):", "",
+              "| method | moves | reversals | gap at selection / SE |", "|---|---:|---:|---:|"]
+    for label, folder in autos:
+        moves = list(movement(Path(folder)).values())
+        if not moves:
+            continue
+        z = [m[2] for m in moves if m[2] is not None]
+        z_text = f"{sum(z) / len(z):+.2f}" if z else "–"
+        lines.append(f"| {label} | {sum(m[0] for m in moves) / len(moves):.1f} | "
+                     f"{sum(m[1] for m in moves) / len(moves):.1f} | {z_text} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -10,7 +10,9 @@ the signed calibration gap
 
 (positive: over-confident), summed over processes so that every rank holds the same ĝ, s and γ. The scalar
 then moves by the sign rule of :class:`metacal.meta.root_finder.SignRootFinder`: raise it when ĝ > k·s,
-lower it when ĝ < −k·s, hold it inside the band; the step halves on a sign flip and grows slowly on repeats.
+lower it when ĝ < −k·s, hold it inside the band, and move only once the same sign has been seen ``confirm``
+times in a row (default 2: a one-epoch swing of the gap moves nothing); the step halves on a sign flip and
+grows slowly on repeats.
 
 No backward pass touches the meta-validation data, so a run costs a plain run plus those forward passes
 (scripts/bench_auto.py measures both side by side). Why not the γ-Net's hypergradient: on a 128-sample meta
@@ -36,11 +38,12 @@ from .root_finder import SignRootFinder
 
 
 #: ``meta.controller``'s keys and defaults (the ``meta`` config section of ``meta.learner: auto``): the band k in
-#: standard errors, the step's grow and shrink factors, ``max`` the scalar's upper end (None: the loss's own, 1 for
-#: label-smoothing ε, capped at 10 where the loss has none, focal γ), ``updates_per_epoch`` and ``sample`` (meta-val
-#: samples per measurement; None: all). ``meta.lr`` is the first step, ``meta.gamma_net.init_gamma`` the start.
-CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "max": None, "updates_per_epoch": 1,
-                                       "sample": None}
+#: standard errors, the step's grow and shrink factors, ``confirm`` (agreeing signs in a row that move the scalar),
+#: ``max`` the scalar's upper end (None: the loss's own, 1 for label-smoothing ε, capped at 10 where the loss has
+#: none, focal γ), ``updates_per_epoch`` and ``sample`` (meta-val samples per measurement; None: all). ``meta.lr``
+#: is the first step, ``meta.gamma_net.init_gamma`` the start.
+CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "max": None,
+                                       "updates_per_epoch": 1, "sample": None}
 
 
 def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[SignRootFinder, dict[str, Any]]:
@@ -72,7 +75,7 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
             raise ValueError(message)
     try:
         finder = SignRootFinder(start, float(meta.lr), lo, top, band=float(opts["band"]), grow=float(opts["grow"]),
-                                shrink=float(opts["shrink"]))
+                                shrink=float(opts["shrink"]), confirm=opts["confirm"])
     except ValueError as err:
         raise ValueError(f"meta.controller: {err}") from None
     return finder, opts

@@ -7,14 +7,21 @@ update gets one estimate ĝ with its standard error s and moves γ by a step σ:
     sign  = +1 if ĝ > k·s  (over-confident: raise γ)
             −1 if ĝ < −k·s (under-confident: lower γ)
              0 otherwise   (inside the noise band: hold γ and σ)
-    σ    ← σ·grow  if sign equals the last non-zero sign   (Rprop's slow growth on repeats)
-    σ    ← σ·shrink if sign is its opposite                 (a flip: the root was crossed, bisect)
+    move only when the last ``confirm`` signs agree (all +1 or all −1); otherwise hold γ and σ
+    σ    ← σ·grow  if sign equals the last sign that moved γ   (Rprop's slow growth on repeats)
+    σ    ← σ·shrink if sign is its opposite                     (a flip: the root was crossed, bisect)
     γ    ← clip(γ + sign·σ, lo, hi)
 
 Rprop is Riedmiller & Braun (1993); on a still root with exact signs the iterates bracket it and σ halves
 at every crossing, so |γ − γ*| falls like bisection's 2^−n once the root is bracketed. The band keeps noise
 from moving γ: with k = 1, an estimate whose mean is 0 moves γ in about 32% of the updates (Gaussian two-sided
 tail at 1 SE), and each such move is followed by a flip that halves σ.
+
+``confirm`` = 2 asks the sign to be seen twice in a row before γ moves. The standard error only covers the
+sampling noise of the measured split; the network's own state also moves the gap from one measurement to the
+next (at a high learning rate an epoch can swing it by several points and back), and a move on such a swing
+both puts γ where no later measurement wanted it and, at the flip back, halves σ. Requiring two agreeing signs
+costs one update of lag where the sign is real.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ class RootFinderState:
     step: float  # σ now
     last_sign: int = 0  # the sign of the last update that moved γ (0: none yet)
     updates: int = 0  # estimates seen
+    streak: int = 0  # signed: +n after n "raise" decisions in a row, −n after n "lower" ones, 0 after a hold
 
 
 class SignRootFinder:
@@ -41,10 +49,11 @@ class SignRootFinder:
         lo / hi: γ's range (hi may be ``inf``).
         band: k ≥ 0, the half-width of the hold band in standard errors.
         grow: σ factor on a repeated sign (≥ 1); shrink: σ factor on a flip, in (0, 1).
+        confirm: how many agreeing signs in a row move γ (≥ 1; 1: every sign outside the band moves it).
     """
 
     def __init__(self, value: float, step: float, lo: float = 0.0, hi: float = math.inf, band: float = 1.0,
-                 grow: float = 1.2, shrink: float = 0.5) -> None:
+                 grow: float = 1.2, shrink: float = 0.5, confirm: int = 1) -> None:
         checks = [
             (step > 0 and math.isfinite(step), f"the first step must be a finite number > 0, got {step}"),
             (lo < hi, f"the range must have lo < hi, got [{lo}, {hi}]"),
@@ -52,12 +61,14 @@ class SignRootFinder:
             (band >= 0, f"the noise band must be >= 0 standard errors, got {band}"),
             (grow >= 1, f"grow must be >= 1, got {grow}"),
             (0 < shrink < 1, f"shrink must be in (0, 1), got {shrink}"),
+            (isinstance(confirm, int) and not isinstance(confirm, bool) and confirm >= 1,
+             f"confirm must be a whole number >= 1, got {confirm!r}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
         self.lo, self.hi, self.band = float(lo), float(hi), float(band)
-        self.grow, self.shrink = float(grow), float(shrink)
+        self.grow, self.shrink, self.confirm = float(grow), float(shrink), confirm
         self.state = RootFinderState(value=float(value), step=float(step))
 
     @property
@@ -73,13 +84,15 @@ class SignRootFinder:
         return 0
 
     def update(self, gap: float, se: float) -> int:
-        """One estimate ĝ ± s of the gap at the current γ; moves γ and returns the decision."""
+        """One estimate ĝ ± s of the gap at the current γ; moves γ when the last ``confirm`` decisions agree and
+        returns the move: +1 (raised), −1 (lowered) or 0 (held)."""
         if not (math.isfinite(gap) and math.isfinite(se) and se >= 0):
             raise ValueError(f"the gap estimate must be finite with a standard error >= 0, got {gap} ± {se}")
         s = self.state
         sign = self.decide(gap, se)
         s.updates += 1
-        if sign == 0:
+        s.streak = s.streak + sign if sign * s.streak > 0 else sign
+        if sign == 0 or abs(s.streak) < self.confirm:
             return 0
         if s.last_sign == sign:
             s.step *= self.grow
@@ -94,4 +107,5 @@ class SignRootFinder:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state = RootFinderState(value=float(state["value"]), step=float(state["step"]),
-                                     last_sign=int(state["last_sign"]), updates=int(state["updates"]))
+                                     last_sign=int(state["last_sign"]), updates=int(state["updates"]),
+                                     streak=int(state.get("streak", 0)))  # runs saved before ``confirm``: no streak

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from metacal.report.runs import SWEEP_COMMAND_FILE, has_checkpoints, is_finished
+from metacal.report.runs import has_checkpoints, is_finished
 
 ACTIONS = ("skip", "resume", "restart", "start")
 

@@ -13,7 +13,6 @@ import higher
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.func import functional_call
 
 from metacal.losses import build as build_loss

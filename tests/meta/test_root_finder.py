@@ -26,15 +26,16 @@ def linear_gap(root: float, slope: float = 0.04):
     return lambda gamma: slope * (root - gamma)
 
 
+@pytest.mark.parametrize("confirm", [1, 2], ids=lambda c: f"confirm{c}")
 @pytest.mark.parametrize("start", [0.0, 1.0, 2.7, 6.0, 10.0], ids=lambda s: f"start{s}")
-def test_converges_to_the_root_from_either_side_and_both_ends(start):
+def test_converges_to_the_root_from_either_side_and_both_ends(start, confirm):
     root = 2.7
-    finder = SignRootFinder(start, step=1.0, lo=0.0, hi=10.0, band=1.0)
-    values = run(finder, linear_gap(root), se=0.0)  # exact signs: pure bisection once bracketed
+    finder = SignRootFinder(start, step=1.0, lo=0.0, hi=10.0, band=1.0, confirm=confirm)
+    values = run(finder, linear_gap(root), se=0.0, n=60 * confirm)  # exact signs: bisection once bracketed
     assert abs(values[-1] - root) < 1e-6
     # a nonlinear monotone gap (focal γ's effect saturates): the same root
-    finder = SignRootFinder(start, step=1.0, lo=0.0, hi=10.0, band=1.0)
-    values = run(finder, lambda g: math.tanh(root - g) * 0.1, se=0.0)
+    finder = SignRootFinder(start, step=1.0, lo=0.0, hi=10.0, band=1.0, confirm=confirm)
+    values = run(finder, lambda g: math.tanh(root - g) * 0.1, se=0.0, n=60 * confirm)
     assert abs(values[-1] - root) < 1e-6
 
 
@@ -52,6 +53,36 @@ def test_bracketing_halves_the_step_at_every_crossing():
     assert steps == pytest.approx([1.0, 1.2, 1.44, 0.72])
 
 
+def test_confirm_two_moves_on_the_second_agreeing_sign():
+    """Hand-derived: start 0, step 1, root 2.7, exact signs. The first sign of each run is held; from the second
+    on γ moves, the step growing ×1.2 on a repeat of the last move's sign and halving on its opposite."""
+    finder = SignRootFinder(0.0, step=1.0, lo=0.0, hi=10.0, band=0.0, confirm=2)
+    gap = linear_gap(2.7)
+    moves, values = [], []
+    for _ in range(9):
+        moves.append(finder.update(gap(finder.value), 0.0))
+        values.append(finder.value)
+    assert moves == [0, 1, 1, 1, 0, -1, -1, 0, 1]
+    # 0 → 0 → 1 → 2.2 → 3.64 → 3.64 → 2.92 (step 0.72) → 2.056 (step 0.864) → 2.056
+    # → 2.488 (step 0.432)
+    assert values == pytest.approx([0.0, 1.0, 2.2, 3.64, 3.64, 2.92, 2.056, 2.056, 2.488])
+
+
+def test_confirm_two_ignores_a_one_update_swing():
+    """Signs that alternate (a gap swinging with the network's state, not with γ) move neither γ nor the step;
+    a hold inside the band breaks a run of signs."""
+    finder = SignRootFinder(1.0, step=1.0, lo=0.0, hi=10.0, band=1.0, confirm=2)
+    for gap in (0.05, -0.05, 0.05, 0.0, 0.05, -0.05):
+        assert finder.update(gap, 0.01) == 0
+    assert finder.value == 1.0 and finder.state.step == 1.0
+    assert finder.update(-0.05, 0.01) == -1 and finder.value == 0.0
+    # the same swing with confirm = 1: γ moves at every sign and the step halves at every flip
+    finder = SignRootFinder(1.0, step=1.0, lo=0.0, hi=10.0, band=1.0)
+    for gap in (0.05, -0.05, 0.05):
+        finder.update(gap, 0.01)
+    assert finder.value == 1.75 and finder.state.step == 0.25  # 1 → 2 → 1.5 → 1.75
+
+
 def test_holds_inside_the_noise_band():
     """A gap within ±k·SE moves nothing: neither γ nor the step."""
     finder = SignRootFinder(1.5, step=0.5, lo=0.0, hi=10.0, band=1.0)
@@ -61,11 +92,12 @@ def test_holds_inside_the_noise_band():
     assert finder.update(0.0101, 0.01) == 1 and finder.value == 2.0
 
 
-def test_noisy_gap_settles_near_the_root():
+@pytest.mark.parametrize("confirm", [1, 2], ids=lambda c: f"confirm{c}")
+def test_noisy_gap_settles_near_the_root(confirm):
     """With noise of one SE the decisions are sometimes wrong, but γ ends near the root on every seed."""
     root = 2.7
     for seed in range(20):
-        finder = SignRootFinder(1.0, step=1.0, lo=0.0, hi=10.0, band=1.0)
+        finder = SignRootFinder(1.0, step=1.0, lo=0.0, hi=10.0, band=1.0, confirm=confirm)
         values = run(finder, linear_gap(root, slope=0.04), se=0.01, n=40, rng=np.random.default_rng(seed))
         assert abs(np.mean(values[-10:]) - root) < 0.5, seed
 
@@ -79,11 +111,12 @@ def test_clipped_to_the_range():
     assert finder.value == 0.0
 
 
-def test_state_round_trip_continues_the_same_sequence():
+@pytest.mark.parametrize("n_before", [1, 5])
+def test_state_round_trip_continues_the_same_sequence(n_before):
     gap = linear_gap(3.3)
-    a = SignRootFinder(1.0, step=1.0, hi=10.0)
-    run(a, gap, se=0.001, n=5)
-    b = SignRootFinder(7.0, step=0.1, hi=10.0)
+    a = SignRootFinder(1.0, step=1.0, hi=10.0, confirm=2)
+    run(a, gap, se=0.001, n=n_before)  # after 1 update: in the middle of a run of signs
+    b = SignRootFinder(7.0, step=0.1, hi=10.0, confirm=2)
     b.load_state_dict(a.state_dict())
     assert run(a, gap, se=0.001, n=10) == run(b, gap, se=0.001, n=10)
 
@@ -95,6 +128,8 @@ def test_state_round_trip_continues_the_same_sequence():
     ({"band": -1.0}, "noise band must be >= 0"),
     ({"grow": 0.9}, "grow must be >= 1"),
     ({"shrink": 1.0}, "shrink must be in (0, 1)"),
+    ({"confirm": 0}, "confirm must be a whole number >= 1"),
+    ({"confirm": 1.5}, "confirm must be a whole number >= 1"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     args = {"value": 1.0, "step": 1.0, "lo": 0.0, "hi": 10.0, **kwargs}

@@ -10,7 +10,6 @@ the features, whose path the γ-Net detaches), and bad batches refused before an
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 import torch

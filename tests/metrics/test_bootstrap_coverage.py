@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 
-import pytest
 
 from experiments.ablations.ci_coverage import coverage, population_values
 

@@ -15,7 +15,6 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 
 from metacal.posthoc import DirichletCalibration, IsotonicCalibration, TemperatureScaling, VectorScaling
 

@@ -129,7 +129,7 @@ def test_cli_option_selects_the_columns(three_seeds, tmp_path):
     assert "ece_vector_mean" in fields and "ece_isotonic_mean" in fields
     assert not any(f.startswith(("ece_matrix", "ece_dirichlet", "ece_ts_nll", "ece_hb")) for f in fields)
     assert "Not computed (`--calibrators`): TS-NLL, TS-grid, HB, MS-ODIR, Dir-ODIR." in text
-    assert f"--calibrators isotonic,vector,vector" in text  # the regeneration command keeps the choice
+    assert "--calibrators isotonic,vector,vector" in text  # the regeneration command keeps the choice
     assert report_main([str(three_seeds), "--out", str(out), "--calibrators", "none"]) == 0
     header, _ = _table(out.read_text())
     assert not any(h.startswith("ECE after") for h in header) and "`--calibrators none`" in out.read_text()
