@@ -15,7 +15,8 @@ update gets one estimate ĝ with its standard error s and moves γ by a step σ:
 Rprop is Riedmiller & Braun (1993); on a still root with exact signs the iterates bracket it and σ halves
 at every crossing, so |γ − γ*| falls like bisection's 2^−n once the root is bracketed. The band keeps noise
 from moving γ: with k = 1, an estimate whose mean is 0 moves γ in about 32% of the updates (Gaussian two-sided
-tail at 1 SE), and each such move is followed by a flip that halves σ.
+tail at 1 SE), and each such move is followed by a flip that halves σ; with ``confirm`` = 2 (independent
+estimates) it moves γ only when two in a row fall on the same side, in about 2·0.16² ≈ 5% of the updates.
 
 ``confirm`` = 2 asks the sign to be seen twice in a row before γ moves. The standard error only covers the
 sampling noise of the measured split; the network's own state also moves the gap from one measurement to the

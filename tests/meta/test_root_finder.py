@@ -142,3 +142,15 @@ def test_non_finite_gap_is_refused_without_moving():
     with pytest.raises(ValueError, match="finite"):
         finder.update(float("nan"), 0.01)
     assert finder.value == 1.0 and finder.state.updates == 0
+
+
+@pytest.mark.parametrize("confirm, expected", [(1, 2 * 0.158655), (2, 2 * 0.158655 ** 2)])
+def test_pure_noise_moves_gamma_at_the_gaussian_rate(confirm, expected):
+    """A gap of mean 0 measured with N(0, s²) noise and band k = 1: every update moves γ with probability
+    P(|Z| > 1) = 2·Φ(−1) ≈ 0.317 when each sign moves it, and 2·Φ(−1)² ≈ 0.050 when two agreeing signs in a row
+    are needed (the module docstring's figures)."""
+    rng = np.random.default_rng(0)
+    finder = SignRootFinder(5.0, step=1e-9, lo=0.0, hi=10.0, band=1.0, confirm=confirm)
+    n = 50_000
+    moved = sum(abs(finder.update(float(rng.normal(0.0, 1.0)), 1.0)) for _ in range(n))
+    assert moved / n == pytest.approx(expected, abs=0.01)
