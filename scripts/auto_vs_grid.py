@@ -34,32 +34,28 @@ def finished(folder: Path) -> dict[int, Run]:
 
 
 def load(folder: Path) -> dict[int, dict]:
-    """seed → {val_ece, ece, error, ece_ts, t, gamma} of each finished run in ``folder``/seed<S>."""
-    return {seed: {"val_ece": m["val"]["ece"], "ece": m["test"]["ece"], "error": m["test"]["error"],
-                   "ece_ts": m["test_after_ts"]["ece"], "t": m["test_after_ts"]["temperature"],
-                   "gamma": (m.get("auto") or {}).get("selected")}
-            for seed, m in ((seed, run.metrics) for seed, run in finished(folder).items())}
+    """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z} of each finished run in
+    ``folder``/seed<S>. For an automatic run: the updates that raised or lowered the scalar (history's
+    ``auto_decision``; a lower at the range's end counts), those opposite in direction to the previous move (the
+    root was crossed, or the gap swung), and the selected network's gap in SE (``auto.gap_selected`` /
+    ``auto.gap_se_selected``); 0, 0 and None for any other run."""
+    out = {}
+    for seed, run in finished(folder).items():
+        m, auto = run.metrics, run.metrics.get("auto") or {}
+        moved = [d for d in (h["train"].get("auto_decision", 0.0) for h in run.history or []) if d]
+        se = auto.get("gap_se_selected")
+        out[seed] = {"val_ece": m["val"]["ece"], "ece": m["test"]["ece"], "error": m["test"]["error"],
+                     "ece_ts": m["test_after_ts"]["ece"], "t": m["test_after_ts"]["temperature"],
+                     "gamma": auto.get("selected"), "moves": len(moved),
+                     "reversals": sum(a != b for a, b in zip(moved, moved[1:])),
+                     "z": auto["gap_selected"] / se if se else None}
+    return out
 
 
 def trajectories(folder: Path) -> dict[int, tuple[list[dict], int]]:
     """seed → (history's train rows, selected epoch) of each finished run in ``folder``/seed<S>."""
     return {seed: ([h["train"] for h in run.history], run.metrics["epoch"])
             for seed, run in finished(folder).items() if run.history}
-
-
-def movement(folder: Path) -> dict[int, tuple[int, int, float | None]]:
-    """seed → (moves, reversals, gap at the selected epoch in SE) of each finished automatic run in ``folder``:
-    the updates that raised or lowered the scalar (history's ``auto_decision``; a lower at the range's end
-    counts), those whose direction is the opposite of the previous move's (the root was crossed, or the gap
-    swung), and metrics.json's ``auto.gap_selected`` / ``auto.gap_se_selected``."""
-    out = {}
-    for seed, run in finished(folder).items():
-        moved = [d for d in (h["train"].get("auto_decision", 0.0) for h in run.history) if d]
-        auto = run.metrics.get("auto") or {}
-        se = auto.get("gap_se_selected")
-        z = auto["gap_selected"] / se if se else None
-        out[seed] = (len(moved), sum(a != b for a, b in zip(moved, moved[1:])), z)
-    return out
 
 
 def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
@@ -165,14 +161,13 @@ def main(argv: list[str] | None = None) -> int:
               "(moves), moves in the direction opposite to the previous move (reversals), and the meta-val gap of "
               "the selected network in standard errors (0: calibrated on meta-val; beyond ±1: outside the band):", "",
               "| method | moves | reversals | gap at selection / SE |", "|---|---:|---:|---:|"]
-    for label, folder in autos:
-        moves = list(movement(Path(folder)).values())
-        if not moves:
+    for label, runs in rows[1:1 + len(autos)]:
+        if not runs:
             continue
-        z = [m[2] for m in moves if m[2] is not None]
+        mean = lambda key: sum(r[key] for r in runs.values()) / len(runs)  # noqa: E731
+        z = [r["z"] for r in runs.values() if r["z"] is not None]
         z_text = f"{sum(z) / len(z):+.2f}" if z else "–"
-        lines.append(f"| {label} | {sum(m[0] for m in moves) / len(moves):.1f} | "
-                     f"{sum(m[1] for m in moves) / len(moves):.1f} | {z_text} |")
+        lines.append(f"| {label} | {mean('moves'):.1f} | {mean('reversals'):.1f} | {z_text} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
