@@ -4,7 +4,9 @@
 Per seed, the grid pick is the fixed-γ run (CE = γ 0, focal γ = 1…5) with the lowest VALIDATION ECE at its
 selected epoch; the automatic γ's test ECE and error are compared with the pick's (paired over seeds, 95%
 t-interval), and so are the first automatic method + temperature scaling, CE + temperature scaling, AdaFocal
-and dual focal where the sweep has them. Cost is not compared here: a sweep shares the machine, so its wall
+and dual focal where the sweep has them. A last table sets the γ the automatic run trained its selected network
+with beside the root a fixed γ would have: the γ at which the grid's validation gap mean(confidence −
+1[correct]) crosses 0, interpolated between grid points (predictions/val.npz of each grid run). Cost is not compared here: a sweep shares the machine, so its wall
 times are not comparable; scripts/bench_auto.py measures it side by side.
 
     python scripts/auto_vs_grid.py runs/sweep_m1o [--auto auto_gamma "lr x3=runs/m1o_lr3/auto_gamma"] [--out FILE]
@@ -15,9 +17,12 @@ times are not comparable; scripts/bench_auto.py measures it side by side.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from metacal.report.labels import method_label
 from metacal.report.runs import Run, read_run
@@ -33,12 +38,34 @@ def finished(folder: Path) -> dict[int, Run]:
     return {run.seed: run for run in runs if run.finished and run.metrics and run.seed is not None}
 
 
+def signed_gap(logits: np.ndarray, labels: np.ndarray) -> float:
+    """mean_i (max_c p_ic − 1[argmax_c p_ic = y_i]) with p = softmax(logits): > 0 over-confident."""
+    z = logits.astype(np.float64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return float(np.mean(p.max(axis=1) - (p.argmax(axis=1) == labels)))
+
+
+def gap_root(gaps: dict[float, float]) -> float:
+    """The γ at which a gap that falls as γ rises crosses 0: linear between the two grid points around its first
+    sign change from > 0 to ≤ 0; the grid's first γ when the gap is ≤ 0 there already, ``inf`` when it never
+    crosses (the root lies beyond the grid)."""
+    points = sorted(gaps.items())
+    if points[0][1] <= 0:
+        return points[0][0]
+    for (g0, d0), (g1, d1) in zip(points, points[1:]):
+        if d1 <= 0:
+            return g0 + (g1 - g0) * d0 / (d0 - d1)
+    return math.inf
+
+
 def load(folder: Path) -> dict[int, dict]:
-    """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z} of each finished run in
+    """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z, val_gap} of each finished run in
     ``folder``/seed<S>. For an automatic run: the updates that raised or lowered the scalar (history's
     ``auto_decision``; a lower at the range's end counts), those opposite in direction to the previous move (the
     root was crossed, or the gap swung), and the selected network's gap in SE (``auto.gap_selected`` /
-    ``auto.gap_se_selected``); 0, 0 and None for any other run."""
+    ``auto.gap_se_selected``); 0, 0 and None for any other run. ``val_gap``: :func:`signed_gap` of the selected
+    network's validation predictions (None without predictions/val.npz)."""
     out = {}
     for seed, run in finished(folder).items():
         m, auto = run.metrics, run.metrics.get("auto") or {}
@@ -48,7 +75,10 @@ def load(folder: Path) -> dict[int, dict]:
                      "ece_ts": m["test_after_ts"]["ece"], "t": m["test_after_ts"]["temperature"],
                      "gamma": auto.get("selected"), "moves": len(moved),
                      "reversals": sum(a != b for a, b in zip(moved, moved[1:])),
-                     "z": auto["gap_selected"] / se if se else None}
+                     "z": auto["gap_selected"] / se if se else None, "val_gap": None}
+        if run.has_predictions("val"):
+            with np.load(run.predictions_path("val")) as npz:
+                out[seed]["val_gap"] = signed_gap(npz["logits"], npz["labels"])
     return out
 
 
@@ -99,6 +129,31 @@ def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def root_table(grid: dict[str, dict[int, dict]], seeds: list[int], pick: dict[int, str],
+               auto: tuple[str, dict[int, dict]]) -> list[str]:
+    """Per seed: the grid pick's γ, the fixed-γ root of the validation gap (:func:`gap_root`) and the γ the first
+    automatic method trained its selected network with; a mean row. Empty when the grid has CE alone or a grid run
+    lacks val predictions."""
+    gaps = {s: {GRID[name]: runs[s]["val_gap"] for name, runs in grid.items()} for s in seeds}
+    if len(grid) < 2 or any(g is None for per_seed in gaps.values() for g in per_seed.values()):
+        return []
+    label, runs = auto
+    roots = {s: gap_root(gaps[s]) for s in seeds}
+    top = max(GRID[name] for name in grid)
+    shown = lambda x: "–" if x is None else f"> {top:g}" if math.isinf(x) else f"{x:.2f}"  # noqa: E731
+    lines = ["", f"Where the grid's own root lies: per seed, the γ at which the fixed-γ runs' validation gap "
+             f"mean(confidence − 1[correct]) crosses 0 (interpolated between grid points), beside the grid pick and "
+             f"the γ {label} trained its selected network with:", "",
+             f"| seed | grid pick γ | fixed-γ root | {label}: γ at selection |", "|---:|---:|---:|---:|"]
+    for s in seeds:
+        lines.append(f"| {s} | {GRID[pick[s]]:g} | {shown(roots[s])} | {shown(runs.get(s, {}).get('gamma'))} |")
+    finite = [r for r in roots.values() if math.isfinite(r)]
+    autos = [runs[s]["gamma"] for s in seeds if s in runs and runs[s].get("gamma") is not None]
+    mean = lambda xs: f"{sum(xs) / len(xs):.2f}" if xs else "–"  # noqa: E731
+    lines.append(f"| mean | {mean([GRID[pick[s]] for s in seeds])} | {mean(finite)} | {mean(autos)} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         z = [r["z"] for r in runs.values() if r["z"] is not None]
         z_text = f"{sum(z) / len(z):+.2f}" if z else "–"
         lines.append(f"| {label} | {mean('moves'):.1f} | {mean('reversals'):.1f} | {z_text} |")
+    lines += root_table(grid, seeds, pick, rows[1])
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
