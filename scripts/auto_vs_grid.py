@@ -6,8 +6,9 @@ selected epoch; the automatic γ's test ECE and error are compared with the pick
 t-interval), and so are the first automatic method + temperature scaling, CE + temperature scaling, AdaFocal
 and dual focal where the sweep has them. A last table sets the γ the automatic run trained its selected network
 with beside the root a fixed γ would have: the γ at which the grid's validation gap mean(confidence −
-1[correct]) crosses 0, interpolated between grid points (predictions/val.npz of each grid run). Cost is not compared here: a sweep shares the machine, so its wall
-times are not comparable; scripts/bench_auto.py measures it side by side.
+1[correct]) crosses 0, interpolated between grid points (predictions/val.npz of each grid run). Cost is not
+compared here: a sweep shares the machine, so its wall times are not comparable; scripts/bench_auto.py
+measures it side by side.
 
     python scripts/auto_vs_grid.py runs/sweep_m1o [--auto auto_gamma "lr x3=runs/m1o_lr3/auto_gamma"] [--out FILE]
 
@@ -134,8 +135,8 @@ def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
 def root_table(grid: dict[str, dict[int, dict]], seeds: list[int], pick: dict[int, str],
                auto: tuple[str, dict[int, dict]]) -> list[str]:
     """Per seed: the grid pick's γ, the fixed-γ root of the validation gap (:func:`gap_root`) and the γ the first
-    automatic method trained its selected network with; a mean row. Empty when the grid has CE alone or a grid run
-    lacks val predictions."""
+    automatic method trained its selected network with; a mean row (the roots' mean over the seeds whose root lies
+    inside the grid). Empty when the grid has CE alone or a grid run lacks val predictions."""
     gaps = {s: {GRID[name]: runs[s]["val_gap"] for name, runs in grid.items()} for s in seeds}
     if len(grid) < 2 or any(g is None for per_seed in gaps.values() for g in per_seed.values()):
         return []
@@ -145,7 +146,8 @@ def root_table(grid: dict[str, dict[int, dict]], seeds: list[int], pick: dict[in
     shown = lambda x: "–" if x is None else f"> {top:g}" if math.isinf(x) else f"{x:.2f}"  # noqa: E731
     lines = ["", f"Where the grid's own root lies: per seed, the γ at which the fixed-γ runs' validation gap "
              f"mean(confidence − 1[correct]) crosses 0 (interpolated between grid points), beside the grid pick and "
-             f"the γ {label} trained its selected network with:", "",
+             f"the γ {label} trained its selected network with (the mean row's root: over the seeds whose root lies "
+             f"inside the grid):", "",
              f"| seed | grid pick γ | fixed-γ root | {label}: γ at selection |", "|---:|---:|---:|---:|"]
     for s in seeds:
         lines.append(f"| {s} | {GRID[pick[s]]:g} | {shown(roots[s])} | {shown(runs.get(s, {}).get('gamma'))} |")
