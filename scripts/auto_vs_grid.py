@@ -23,8 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from metacal.metrics import overconfidence
 from metacal.report.labels import method_label
 from metacal.report.runs import Run, read_run
 from metacal.report.paired import interval_text, paired_diff, resolved_text
@@ -37,14 +36,6 @@ def finished(folder: Path) -> dict[int, Run]:
     """seed → the finished run of ``folder``/seed<S> (metacal.report.runs reads it)."""
     runs = (read_run(path) for path in sorted(folder.glob("seed*")) if path.is_dir())
     return {run.seed: run for run in runs if run.finished and run.metrics and run.seed is not None}
-
-
-def signed_gap(logits: np.ndarray, labels: np.ndarray) -> float:
-    """mean_i (max_c p_ic − 1[argmax_c p_ic = y_i]) with p = softmax(logits): > 0 over-confident."""
-    z = logits.astype(np.float64)
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    return float(np.mean(p.max(axis=1) - (p.argmax(axis=1) == labels)))
 
 
 def gap_root(gaps: dict[float, float]) -> float:
@@ -60,13 +51,14 @@ def gap_root(gaps: dict[float, float]) -> float:
     return math.inf
 
 
-def load(folder: Path) -> dict[int, dict]:
+def load(folder: Path, val_gap: bool = False) -> dict[int, dict]:
     """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z, val_gap} of each finished run in
     ``folder``/seed<S>. For an automatic run: the updates that raised or lowered the scalar (history's
     ``auto_decision``; a lower at the range's end counts), those opposite in direction to the previous move (the
     root was crossed, or the gap swung), and the selected network's gap in SE (``auto.gap_selected`` /
-    ``auto.gap_se_selected``); 0, 0 and None for any other run. ``val_gap``: :func:`signed_gap` of the selected
-    network's validation predictions (None without predictions/val.npz)."""
+    ``auto.gap_se_selected``); 0, 0 and None for any other run. ``val_gap`` (read only when asked): the
+    over-confidence mean(confidence) − accuracy of the selected network's validation predictions (None without
+    predictions/val.npz)."""
     out = {}
     for seed, run in finished(folder).items():
         m, auto = run.metrics, run.metrics.get("auto") or {}
@@ -77,9 +69,9 @@ def load(folder: Path) -> dict[int, dict]:
                      "gamma": auto.get("selected"), "moves": len(moved),
                      "reversals": sum(a != b for a, b in zip(moved, moved[1:])),
                      "z": auto["gap_selected"] / se if se else None, "val_gap": None}
-        if run.has_predictions("val"):
-            with np.load(run.predictions_path("val")) as npz:
-                out[seed]["val_gap"] = signed_gap(npz["logits"], npz["labels"])
+        if val_gap and run.has_predictions("val"):
+            val = run.predictions("val")
+            out[seed]["val_gap"] = float(overconfidence(val.probs, val.labels))
     return out
 
 
@@ -168,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adafocal", type=Path,
                    help="AdaFocal runs whose history holds its per-bin γ (default: the sweep's)")
     args = p.parse_args(argv)
-    grid = {name: runs for name in GRID if (runs := load(args.sweep / name))}
+    grid = {name: runs for name in GRID if (runs := load(args.sweep / name, val_gap=True))}
     seeds = sorted(set.intersection(*(set(r) for r in grid.values()))) if "ce" in grid else []
     if not seeds:
         print(f"auto_vs_grid: error: {args.sweep} has no finished CE run (ce/seed<S>/metrics.json)", file=sys.stderr)

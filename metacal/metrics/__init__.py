@@ -24,6 +24,7 @@ from .calibration import (
     ks_error,
     ks_error_from_confidence,
     mce,
+    overconfidence,
     rmsce,
 )
 from .classwise import classwise_ace, classwise_ece
@@ -37,7 +38,7 @@ __all__ = [
     "CalibrationAccumulator", "BinStatistics", "bin_index", "bin_statistics", "BootstrapSpec", "bin_accuracy_bands",
     "bootstrap_intervals", "bootstrap_replicates", "ace", "calibration_error", "calibration_error_from_confidence",
     "debiased_l2_ce", "debiased_l2_ce_from_confidence", "ece", "ece_sweep", "ece_sweep_from_confidence", "ece_vs_bins",
-    "ks_error", "ks_error_from_confidence", "mce", "rmsce", "classwise_ace", "classwise_ece",
+    "ks_error", "ks_error_from_confidence", "mce", "overconfidence", "rmsce", "classwise_ace", "classwise_ece",
     "as_tensor", "check_probs_labels", "top_label", "kde_ece", "kde_ece_from_confidence", "brier", "error_rate", "nll",
     "sece_metric", "sece_metric_from_confidence", "smece", "smece_from_confidence", "SUMMARY_KEYS", "BINNING_FREE_KEYS", "binning_free_summary", "summary",
 ]  # fmt: skip

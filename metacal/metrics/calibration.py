@@ -1,5 +1,5 @@
 """Top-label calibration errors with hard bins: ECE, MCE, RMSCE, ACE, ECE-sweep, debiased L2, KS error, ECE vs
-#bins.
+#bins; and the signed over-confidence mean(confidence) − accuracy.
 
 Binned calibration error of order p (Karandikar et al. 2021, eq. 6; Guo et al. 2017 / Wang, Feng & Zhang 2021, §2 for p = 1)::
 
@@ -205,3 +205,12 @@ def ks_error(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     check_probs_labels(probs, labels)
     conf, _, correct = top_label(probs, labels)
     return ks_error_from_confidence(conf, correct)
+
+
+@array_inputs("probs", "labels")
+def overconfidence(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """mean_i (max_k p_ik − 1[argmax_k p_ik = y_i]) = mean confidence − accuracy: > 0 over-confident, < 0
+    under-confident (the sign that ECE, CE_1 over bins, hides; this is the signed error of a single bin)."""
+    check_probs_labels(probs, labels)
+    conf, _, correct = top_label(probs, labels)
+    return (conf - correct).mean()

@@ -56,8 +56,7 @@ def split_metrics(pred: Predictions, num_bins: int = 15) -> dict[str, float]:
         "mce": float(metrics.mce(probs, labels, num_bins)),
         "ace": float(metrics.ace(probs, labels, num_bins)),
         "classwise_ece": float(metrics.classwise_ece(probs, labels, num_bins)),
-        # mean confidence − accuracy: > 0 over-confident, < 0 under-confident (the sign ECE hides)
-        "overconfidence": float(probs.max(dim=1).values.double().mean() - (1.0 - metrics.error_rate(probs, labels))),
+        "overconfidence": float(metrics.overconfidence(probs, labels)),  # > 0 over-, < 0 under-confident
     }
 
 

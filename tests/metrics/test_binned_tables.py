@@ -125,6 +125,8 @@ def test_scores_table():
     assert M.nll(PROBS, LABELS).item() == pytest.approx(expected, abs=1e-12)
     # error: only row 2 (pred 0, label 1) is wrong → 1/4
     assert M.error_rate(PROBS, LABELS).item() == pytest.approx(0.25, abs=1e-12)
+    # over-confidence: mean top-label confidence (.8 + .6 + .7 + .5)/4 = .65 − accuracy 3/4 = −.10
+    assert M.overconfidence(PROBS, LABELS).item() == pytest.approx(-0.10, abs=1e-12)
 
 
 def test_ks_error_with_ties():

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from script_loader import load_script
+
+from metacal.metrics import overconfidence
 
 auto_vs_grid = load_script("auto_vs_grid")
 
@@ -83,9 +86,10 @@ def test_pick_on_validation_and_paired_differences(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("gap", [0.3, 0.01, -0.05, -0.4])
-def test_signed_gap_of_the_hand_made_predictions(gap):
+def test_the_hand_made_predictions_have_their_gap(gap):
     p = val_predictions(gap)
-    assert auto_vs_grid.signed_gap(p["logits"], p["labels"]) == pytest.approx(gap)
+    probs = torch.softmax(torch.from_numpy(p["logits"]), dim=1)
+    assert float(overconfidence(probs, torch.from_numpy(p["labels"]))) == pytest.approx(gap)
 
 
 def test_gap_root_at_and_beyond_the_grid_ends():
