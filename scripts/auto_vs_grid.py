@@ -51,14 +51,14 @@ def gap_root(gaps: dict[float, float]) -> float:
     return math.inf
 
 
-def load(folder: Path, val_gap: bool = False) -> dict[int, dict]:
-    """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z, val_gap} of each finished run in
+def load(folder: Path, gaps: bool = False) -> dict[int, dict]:
+    """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z, meta_gap, val_gap, test_gap} of each finished run in
     ``folder``/seed<S>. For an automatic run: the updates that raised or lowered the scalar (history's
     ``auto_decision``; a lower at the range's end counts), those opposite in direction to the previous move (the
     root was crossed, or the gap swung), and the selected network's gap in SE (``auto.gap_selected`` /
-    ``auto.gap_se_selected``); 0, 0 and None for any other run. ``val_gap`` (read only when asked): the
-    over-confidence mean(confidence) − accuracy of the selected network's validation predictions (None without
-    predictions/val.npz)."""
+    ``auto.gap_se_selected``) and its gap in points (``meta_gap``); 0, 0 and None for any other run. ``val_gap``
+    and ``test_gap`` (read only when ``gaps`` is asked for): the over-confidence mean(confidence) − accuracy of the
+    selected network's validation and test predictions (None without predictions/<split>.npz)."""
     out = {}
     for seed, run in finished(folder).items():
         m, auto = run.metrics, run.metrics.get("auto") or {}
@@ -68,10 +68,12 @@ def load(folder: Path, val_gap: bool = False) -> dict[int, dict]:
                      "ece_ts": m["test_after_ts"]["ece"], "t": m["test_after_ts"]["temperature"],
                      "gamma": auto.get("selected"), "moves": len(moved),
                      "reversals": sum(a != b for a, b in zip(moved, moved[1:])),
-                     "z": auto["gap_selected"] / se if se else None, "val_gap": None}
-        if val_gap and run.has_predictions("val"):
-            val = run.predictions("val")
-            out[seed]["val_gap"] = float(overconfidence(val.probs, val.labels))
+                     "z": auto["gap_selected"] / se if se else None, "val_gap": None, "test_gap": None,
+                     "meta_gap": auto.get("gap_selected")}
+        for split in ("val", "test") if gaps else ():
+            if run.has_predictions(split):
+                predictions = run.predictions(split)
+                out[seed][f"{split}_gap"] = float(overconfidence(predictions.probs, predictions.labels))
     return out
 
 
@@ -160,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adafocal", type=Path,
                    help="AdaFocal runs whose history holds its per-bin γ (default: the sweep's)")
     args = p.parse_args(argv)
-    grid = {name: runs for name in GRID if (runs := load(args.sweep / name, val_gap=True))}
+    grid = {name: runs for name in GRID if (runs := load(args.sweep / name, gaps=True))}
     seeds = sorted(set.intersection(*(set(r) for r in grid.values()))) if "ce" in grid else []
     if not seeds:
         print(f"auto_vs_grid: error: {args.sweep} has no finished CE run (ce/seed<S>/metrics.json)", file=sys.stderr)
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
              "Per seed, the grid pick is the γ ∈ {" + ", ".join(f"{GRID[n]:g}" for n in grid) + "} (0: CE) with the "
              "lowest validation ECE: " + ", ".join(f"seed {s}: γ = {GRID[pick[s]]:g}" for s in seeds) + ".", "",
              "| method | seed | γ | test ECE % | test error % |", "|---|---:|---:|---:|---:|"]
-    rows = [("grid pick", picked)] + [(label, load(Path(folder))) for label, folder in autos]
+    rows = [("grid pick", picked)] + [(label, load(Path(folder), gaps=True)) for label, folder in autos]
     with_ts = lambda runs: {s: {**r, "ece": r["ece_ts"]} for s, r in runs.items()}  # noqa: E731
     rows += [(f"{rows[1][0]} + TS", with_ts(rows[1][1])), ("CE + TS", with_ts(ce))]
     rows += [(method_label(o), load(args.sweep / o)) for o in OTHERS]
@@ -208,15 +210,23 @@ def main(argv: list[str] | None = None) -> int:
                      f"{interval_text(d_err)} ({resolved_text(d_err)}) |")
     lines += ["", "How each automatic run moved its scalar, mean over seeds: updates that raised or lowered it "
               "(moves), moves in the direction opposite to the previous move (reversals), and the meta-val gap of "
-              "the selected network in standard errors (0: calibrated on meta-val; beyond ±1: outside the band):", "",
-              "| method | moves | reversals | gap at selection / SE |", "|---|---:|---:|---:|"]
+              "the selected network in standard errors (0: calibrated on meta-val; beyond ±1: outside the band), and "
+              "that network's gap mean(confidence) − accuracy in points on the sample the controller measures "
+              "(meta-val, or meta-val + val with meta.controller.measure_on), on validation and on test (where the "
+              "seeds share one data split, as in metacal's sweeps, a measured sample whose gap differs from the test "
+              "set's pulls the scalar the same way on every seed):",
+              "", "| method | moves | reversals | gap at selection / SE | gap: measured | val | test |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
     for label, runs in rows[1:1 + len(autos)]:
         if not runs:
             continue
         mean = lambda key: sum(r[key] for r in runs.values()) / len(runs)  # noqa: E731
-        z = [r["z"] for r in runs.values() if r["z"] is not None]
-        z_text = f"{sum(z) / len(z):+.2f}" if z else "–"
-        lines.append(f"| {label} | {mean('moves'):.1f} | {mean('reversals'):.1f} | {z_text} |")
+
+        def points(key: str, signed: bool = False) -> str:
+            xs = [r[key] for r in runs.values() if r[key] is not None]
+            return "–" if not xs else f"{sum(xs) / len(xs):+.2f}" if signed else f"{100 * sum(xs) / len(xs):+.2f}"
+        lines.append(f"| {label} | {mean('moves'):.1f} | {mean('reversals'):.1f} | {points('z', signed=True)} | "
+                     f"{points('meta_gap')} | {points('val_gap')} | {points('test_gap')} |")
     lines += root_table(grid, seeds, pick, rows[1])
     text = "\n".join(lines) + "\n"
     print(text)

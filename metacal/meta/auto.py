@@ -3,8 +3,8 @@
 Calibration is treated as a root to find, not a loss to minimise. The backbone trains with plain steps of
 its loss (focal loss at one global γ; or another loss whose named scalar lowers confidence as it rises,
 :attr:`metacal.losses.base.Loss.confidence_knob`). At ``updates_per_epoch`` fixed points of every epoch,
-one forward pass over the meta-validation split (or a fixed seeded subsample of it) in eval mode measures
-the signed calibration gap
+one forward pass in eval mode over the meta-validation split (with ``measure_on: [meta_val, val]`` over
+validation too; or over a fixed seeded subsample) measures the signed calibration gap
 
     ĝ = mean_i (max_c p_ic − 1[argmax_c p_ic = y_i]),   s = std_i(·)/√n
 
@@ -40,10 +40,13 @@ from .root_finder import SignRootFinder
 #: ``meta.controller``'s keys and defaults (the ``meta`` config section of ``meta.learner: auto``): the band k in
 #: standard errors, the step's grow and shrink factors, ``confirm`` (agreeing signs in a row that move the scalar),
 #: ``max`` the scalar's upper end (None: the loss's own, 1 for label-smoothing ε, capped at 10 where the loss has
-#: none, focal γ), ``updates_per_epoch`` and ``sample`` (meta-val samples per measurement; None: all). ``meta.lr``
-#: is the first step, ``meta.gamma_net.init_gamma`` the start.
+#: none, focal γ), ``updates_per_epoch``, ``sample`` (samples per measurement; None: all) and ``measure_on`` (the
+#: held-out splits measured together: meta_val, val or both). ``meta.lr`` is the first step,
+#: ``meta.gamma_net.init_gamma`` the start.
 CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "max": None,
-                                       "updates_per_epoch": 1, "sample": None}
+                                       "updates_per_epoch": 1, "sample": None, "measure_on": ["meta_val"]}
+#: the splits ``meta.controller.measure_on`` may name
+MEASURABLE = ("meta_val", "val")
 
 
 def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[SignRootFinder, dict[str, Any]]:
@@ -69,6 +72,9 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
                              f"[{lo}, meta.controller.max = {top}]"),
         (opts["sample"] is None or (isinstance(opts["sample"], int) and not isinstance(opts["sample"], bool)),
          f"meta.controller.sample must be a whole number of meta-val samples or null (all); got {opts['sample']!r}"),
+        (measured_splits(opts["measure_on"]) is not None,
+         f"meta.controller.measure_on must list one or both of {', '.join(MEASURABLE)} once each; "
+         f"got {opts['measure_on']!r}"),
     ]
     for ok, message in checks:
         if not ok:
@@ -79,6 +85,14 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
     except ValueError as err:
         raise ValueError(f"meta.controller: {err}") from None
     return finder, opts
+
+
+def measured_splits(value: Any) -> tuple[str, ...] | None:
+    """``meta.controller.measure_on`` as a tuple of split names, or None when it is not one or both of
+    :data:`MEASURABLE` once each."""
+    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, Iterable) else ()
+    ok = 0 < len(names) == len(set(names)) and all(isinstance(n, str) and n in MEASURABLE for n in names)
+    return names if ok else None
 
 
 #: The measured sample is kept in host memory after its first reading when its inputs take at most this many
@@ -131,7 +145,8 @@ class AutoScalar:
     Args:
         model / loss / optimizer / backward / head: as :class:`metacal.meta.PlainStep` (``model`` unwrapped
             or DDP; the gap is measured through ``measure_model``, default ``model``).
-        meta_val: the meta-validation dataset (this process measures its share of ``sample`` samples).
+        meta_val: the measured dataset: meta-validation, or the splits of ``meta.controller.measure_on`` joined
+            (this process measures its share of ``sample`` samples).
         finder: the root finder; its value is written into ``loss.<knob>`` now and after every update.
         knob: the name of the loss attribute, e.g. ``"gamma"``.
         steps_per_epoch / updates_per_epoch: γ is updated at :func:`update_points` of every epoch.

@@ -29,11 +29,12 @@ from typing import Any, Callable, TypeVar
 import torch
 from accelerate import Accelerator
 from torch import nn
+from torch.utils.data import ConcatDataset
 
 from metacal import objectives
 from metacal.data.loaders import InfiniteLoader
 from metacal.meta import META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep
-from metacal.meta.auto import AutoScalar, controller_from_config
+from metacal.meta.auto import AutoScalar, controller_from_config, measured_splits
 from metacal.registry import UnknownNameError
 from metacal.wording import current, speaking
 
@@ -226,8 +227,10 @@ def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     """meta.learner=auto: plain steps of the loss with its confidence scalar found by root-finding."""
     finder, opts = construct("", controller_from_config, cfg.meta, loss_fn, cfg.loss.name)
     n = accelerator.num_processes
+    parts = [getattr(bundle, split) for split in measured_splits(opts["measure_on"])]
+    measured = parts[0] if len(parts) == 1 else ConcatDataset(parts)
     return construct(
-        "meta.controller", AutoScalar, model, loss_fn, optimizer, bundle.meta_val, finder, loss_fn.confidence_knob,
+        "meta.controller", AutoScalar, model, loss_fn, optimizer, measured, finder, loss_fn.confidence_knob,
         steps_per_epoch=steps_per_epoch, updates_per_epoch=int(opts["updates_per_epoch"]), sample=opts["sample"],
         batch_size=max(1, cfg.data.eval_batch_size // n), seed=cfg.run.seed, rank=accelerator.process_index,
         world_size=n, backward=accelerator.backward, measure_model=accelerator.unwrap_model(model))

@@ -36,6 +36,9 @@ DECISIONS = {0: (1.0, 0.0, -1.0), 1: (1.0, 1.0, 1.0)}
 # (root 2 + 0.04 / 0.06), seed 1 stays over-confident up to γ 5 (root beyond the grid)
 VAL_GAPS = {0: (0.2, 0.1, 0.04, -0.02, -0.1, -0.2), 1: (0.3, 0.2, 0.15, 0.1, 0.05, 0.01)}
 
+# seed → the automatic run's selected network: its gap on validation and on test (on meta-val: auto.gap_selected)
+AUTO_GAPS = {0: {"val": -0.05, "test": 0.01}, 1: {"val": 0.03, "test": -0.04}}
+
 
 def val_predictions(gap: float) -> dict[str, np.ndarray]:
     """Two 2-class samples predicted as class 0 with confidence c whose signed gap is ``gap``: one right and one
@@ -54,6 +57,10 @@ def write_runs(root: Path) -> None:
                 (run / "predictions").mkdir()
                 gap = VAL_GAPS[seed][int(auto_vs_grid.GRID[method])]
                 np.savez(run / "predictions" / "val.npz", **val_predictions(gap))
+            if method == "auto_gamma":
+                (run / "predictions").mkdir()
+                for split, gap in AUTO_GAPS[seed].items():
+                    np.savez(run / "predictions" / f"{split}.npz", **val_predictions(gap))
             auto = {"selected": 2.5 + seed, "gap_selected": 0.01 * (seed + 1), "gap_se_selected": 0.02} \
                 if method == "auto_gamma" else None
             metrics = {"finished": True, "epoch": 3, "val": {"ece": val_ece}, "test": {"ece": ece, "error": error},
@@ -75,8 +82,9 @@ def test_pick_on_validation_and_paired_differences(tmp_path, capsys):
     assert f"| Focal, auto γ | {100 * d_ece.mean():+.2f} [" in out
     assert f"| {100 * d_ece.max():+.2f} |" in out
     assert "| Focal, auto γ | 0 | 2.50 | 4.50 | 31.50 |" in out and "| grid pick | 1 | 3.00 | 4.00 | 32.00 |" in out
-    # moves (2 + 3) / 2, reversals (1 + 0) / 2, gap / SE (0.01 / 0.02 + 0.02 / 0.02) / 2
-    assert "| Focal, auto γ | 2.5 | 0.5 | +0.75 |" in out
+    # moves (2 + 3) / 2, reversals (1 + 0) / 2, gap / SE (0.01 / 0.02 + 0.02 / 0.02) / 2; the selected networks'
+    # gaps in points: meta-val (1 + 2) / 2, val (−5 + 3) / 2, test (1 − 4) / 2
+    assert "| Focal, auto γ | 2.5 | 0.5 | +0.75 | +1.50 | -1.00 | -1.50 |" in out
     # the fixed-γ root: seed 0 at 2 + 0.04 / 0.06, seed 1 beyond the grid; auto γ at selection 2.5 and 3.5
     assert "| 0 | 2 | 2.67 | 2.50 |" in out and "| 1 | 3 | > 5 | 3.50 |" in out
     assert "| mean | 2.50 | 2.67 | 3.00 |" in out

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import torch
 from train_tiny import read_metrics
 
 AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "model": {"name": "mlp", "options": {"hidden": [32]}},
@@ -24,6 +26,9 @@ AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "model": {"name": "
     ("meta.controller.speed=2", "meta.controller has no key(s) speed; valid: band, grow, shrink, confirm, max"),
     ("meta.controller.confirm=0", "meta.controller: confirm must be a whole number >= 1, got 0"),
     ("meta.controller.sample=lots", "meta.controller.sample must be a whole number of meta-val samples or null"),
+    ("meta.controller.measure_on=[meta_val,test]", "meta.controller.measure_on must list one or both of meta_val, "
+                                                   "val once each; got ['meta_val', 'test']"),
+    ("meta.controller.measure_on=[val,val]", "meta.controller.measure_on must list one or both"),
 ])
 def test_bad_settings_stop_before_anything_is_written(override, message, write_config, run_cli, tmp_path):
     config = write_config("auto", AUTO)
@@ -40,6 +45,34 @@ def test_a_loss_without_a_confidence_scalar_is_refused(write_config, run_cli, tm
     code, out, err = run_cli(["--config", config, "--run-dir", tmp_path / "run"])
     assert code == 2 and "meta.learner=auto sets one scalar of the loss that lowers confidence" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("splits", [["meta_val"], ["meta_val", "val"]])
+def test_the_gap_is_measured_on_the_splits_named(splits, write_config, run_cli, tmp_path):
+    """The gap recorded after epoch 1 is mean(confidence − 1[correct]) of the epoch-1 checkpoint's network on the
+    named held-out splits together (numpy over the rebuilt data), with s = sd/√n over their joint size."""
+    from safetensors.torch import load_file
+
+    from metacal.train.components import build_data, build_model
+    from metacal.train.config import load_config
+
+    config = write_config("auto", AUTO)
+    run_dir = tmp_path / "run"
+    code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--set", "schedule.epochs=1",
+                            "--set", f"meta.controller.measure_on=[{','.join(splits)}]"])
+    assert code == 0, err
+    cfg = load_config(run_dir / "config.yaml")
+    bundle = build_data(cfg)
+    model = build_model(cfg, bundle).eval()
+    model.load_state_dict(load_file(run_dir / "checkpoints" / "latest" / "model.safetensors"))
+    inputs, labels = zip(*(getattr(bundle, split)[i] for split in splits for i in range(len(getattr(bundle, split)))))
+    with torch.no_grad():
+        probs = model(torch.stack(inputs)).softmax(-1).double().numpy()
+    d = probs.max(1) - (probs.argmax(1) == np.array(labels))
+    assert len(d) == 40 * len(splits)  # TINY: 40 val, 40 meta-val samples
+    record = json.loads((run_dir / "history.json").read_text())[0]["train"]
+    assert record["auto_gap"] == pytest.approx(d.mean(), abs=1e-6)
+    assert record["auto_gap_se"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)), abs=1e-6)
 
 
 def auto_history(run_dir) -> list[tuple[float, float, float]]:
