@@ -52,11 +52,11 @@ def gap_root(gaps: dict[float, float]) -> float:
 
 
 def load(folder: Path, gaps: bool = False) -> dict[int, dict]:
-    """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z, meta_gap, val_gap, test_gap} of each finished run in
-    ``folder``/seed<S>. For an automatic run: the updates that raised or lowered the scalar (history's
+    """seed → {val_ece, ece, error, ece_ts, t, gamma, moves, reversals, z, measured_gap, val_gap, test_gap} of
+    each finished run in ``folder``/seed<S>. For an automatic run: the updates that raised or lowered the scalar (history's
     ``auto_decision``; a lower at the range's end counts), those opposite in direction to the previous move (the
     root was crossed, or the gap swung), and the selected network's gap in SE (``auto.gap_selected`` /
-    ``auto.gap_se_selected``) and its gap in points (``meta_gap``); 0, 0 and None for any other run. ``val_gap``
+    ``auto.gap_se_selected``) and that gap itself (``measured_gap``); 0, 0 and None for any other run. ``val_gap``
     and ``test_gap`` (read only when ``gaps`` is asked for): the over-confidence mean(confidence) − accuracy of the
     selected network's validation and test predictions (None without predictions/<split>.npz)."""
     out = {}
@@ -69,7 +69,7 @@ def load(folder: Path, gaps: bool = False) -> dict[int, dict]:
                      "gamma": auto.get("selected"), "moves": len(moved),
                      "reversals": sum(a != b for a, b in zip(moved, moved[1:])),
                      "z": auto["gap_selected"] / se if se else None, "val_gap": None, "test_gap": None,
-                     "meta_gap": auto.get("gap_selected")}
+                     "measured_gap": auto.get("gap_selected")}
         for split in ("val", "test") if gaps else ():
             if run.has_predictions(split):
                 predictions = run.predictions(split)
@@ -209,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {name} | {interval_text(d_ece)} ({resolved_text(d_ece)}) | {100 * max(d_ece.diffs):+.2f} | "
                      f"{interval_text(d_err)} ({resolved_text(d_err)}) |")
     lines += ["", "How each automatic run moved its scalar, mean over seeds: updates that raised or lowered it "
-              "(moves), moves in the direction opposite to the previous move (reversals), and the meta-val gap of "
-              "the selected network in standard errors (0: calibrated on meta-val; beyond ±1: outside the band), and "
-              "that network's gap mean(confidence) − accuracy in points on the sample the controller measures "
+              "(moves), moves in the direction opposite to the previous move (reversals), the gap the controller "
+              "measured on the selected network in standard errors (0: calibrated on the measured sample; beyond ±1: "
+              "outside the band), and that network's gap mean(confidence) − accuracy in points on the measured sample "
               "(meta-val, or meta-val + val with meta.controller.measure_on), on validation and on test (where the "
               "seeds share one data split, as in metacal's sweeps, a measured sample whose gap differs from the test "
               "set's pulls the scalar the same way on every seed):",
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             xs = [r[key] for r in runs.values() if r[key] is not None]
             return "–" if not xs else f"{sum(xs) / len(xs):+.2f}" if signed else f"{100 * sum(xs) / len(xs):+.2f}"
         lines.append(f"| {label} | {mean('moves'):.1f} | {mean('reversals'):.1f} | {points('z', signed=True)} | "
-                     f"{points('meta_gap')} | {points('val_gap')} | {points('test_gap')} |")
+                     f"{points('measured_gap')} | {points('val_gap')} | {points('test_gap')} |")
     lines += root_table(grid, seeds, pick, rows[1])
     text = "\n".join(lines) + "\n"
     print(text)
