@@ -77,6 +77,17 @@ def load(folder: Path, gaps: bool = False) -> dict[int, dict]:
     return out
 
 
+#: the moves table's columns after the method: (load() key, scale, format); the gaps in points
+MOVES_COLUMNS = (("moves", 1.0, ".1f"), ("reversals", 1.0, ".1f"), ("z", 1.0, "+.2f"), ("measured_gap", 100.0, "+.2f"),
+                 ("val_gap", 100.0, "+.2f"), ("test_gap", 100.0, "+.2f"))
+
+
+def mean_text(values: list[float | None], scale: float = 1.0, form: str = "+.2f") -> str:
+    """scale × the mean of the values that are not None, formatted; "–" when there are none."""
+    known = [v for v in values if v is not None]
+    return format(scale * sum(known) / len(known), form) if known else "–"
+
+
 def trajectories(folder: Path) -> dict[int, tuple[list[dict], int]]:
     """seed → (history's train rows, selected epoch) of each finished run in ``folder``/seed<S>."""
     return {seed: ([h["train"] for h in run.history], run.metrics["epoch"])
@@ -220,13 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, runs in rows[1:1 + len(autos)]:
         if not runs:
             continue
-        mean = lambda key: sum(r[key] for r in runs.values()) / len(runs)  # noqa: E731
-
-        def points(key: str, signed: bool = False) -> str:
-            xs = [r[key] for r in runs.values() if r[key] is not None]
-            return "–" if not xs else f"{sum(xs) / len(xs):+.2f}" if signed else f"{100 * sum(xs) / len(xs):+.2f}"
-        lines.append(f"| {label} | {mean('moves'):.1f} | {mean('reversals'):.1f} | {points('z', signed=True)} | "
-                     f"{points('measured_gap')} | {points('val_gap')} | {points('test_gap')} |")
+        cells = [mean_text([r[key] for r in runs.values()], scale, form) for key, scale, form in MOVES_COLUMNS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += root_table(grid, seeds, pick, rows[1])
     text = "\n".join(lines) + "\n"
     print(text)

@@ -51,8 +51,8 @@ MEASURABLE = ("meta_val", "val")
 
 def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[SignRootFinder, dict[str, Any]]:
     """The root finder of the ``meta`` config section for ``loss``'s confidence scalar, and the controller's
-    options (:data:`CONTROLLER_DEFAULTS` under ``meta.controller``); a bad setting is a one-line ValueError
-    naming its config key."""
+    options (:data:`CONTROLLER_DEFAULTS` under ``meta.controller``, ``measure_on`` as a tuple of split names); a
+    bad setting is a one-line ValueError naming its config key."""
     knob = getattr(loss, "confidence_knob", None)
     if knob is None or not isinstance(getattr(loss, knob, None), float):
         raise ValueError("meta.learner=auto sets one scalar of the loss that lowers confidence (focal or dual_focal "
@@ -79,6 +79,7 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    opts["measure_on"] = measured_splits(opts["measure_on"])
     try:
         finder = SignRootFinder(start, float(meta.lr), lo, top, band=float(opts["band"]), grow=float(opts["grow"]),
                                 shrink=float(opts["shrink"]), confirm=opts["confirm"])

@@ -34,7 +34,7 @@ from torch.utils.data import ConcatDataset
 from metacal import objectives
 from metacal.data.loaders import InfiniteLoader
 from metacal.meta import META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep
-from metacal.meta.auto import AutoScalar, controller_from_config, measured_splits
+from metacal.meta.auto import AutoScalar, controller_from_config
 from metacal.registry import UnknownNameError
 from metacal.wording import current, speaking
 
@@ -227,7 +227,7 @@ def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     """meta.learner=auto: plain steps of the loss with its confidence scalar found by root-finding."""
     finder, opts = construct("", controller_from_config, cfg.meta, loss_fn, cfg.loss.name)
     n = accelerator.num_processes
-    parts = [getattr(bundle, split) for split in measured_splits(opts["measure_on"])]
+    parts = [getattr(bundle, split) for split in opts["measure_on"]]
     measured = parts[0] if len(parts) == 1 else ConcatDataset(parts)
     return construct(
         "meta.controller", AutoScalar, model, loss_fn, optimizer, measured, finder, loss_fn.confidence_knob,
