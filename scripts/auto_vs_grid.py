@@ -95,7 +95,7 @@ def trajectories(folder: Path) -> dict[int, tuple[list[dict], int]]:
 
 
 def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
-    """γ per epoch of the automatic γ (the value each epoch trained with; ● the selected epoch), its meta-val
+    """γ per epoch of the automatic γ (the value each epoch trained with; ● the selected epoch), its measured
     gap with the ±k·SE hold band, and AdaFocal's per-bin γ (min–max band and mean) per epoch, seed by seed; the
     AdaFocal panel only where the sweep has AdaFocal runs."""
     import matplotlib
@@ -123,7 +123,7 @@ def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
         axes[2].fill_between(epochs, [r["adafocal_gamma_min"] for r in rows], [r["adafocal_gamma_max"] for r in rows],
                              color=line.get_color(), alpha=0.1)
     axes[0].set(title="automatic γ (● selected epoch)", xlabel="epoch", ylabel="γ")
-    axes[1].set(title="its meta-val gap, % (shaded: ±k·SE hold band)", xlabel="epoch",
+    axes[1].set(title="its measured gap, % (shaded: ±k·SE hold band)", xlabel="epoch",
                 ylabel="confidence − accuracy")
     axes[1].axhline(0, color="k", lw=0.5)
     if adafocal_runs:
@@ -223,9 +223,9 @@ def main(argv: list[str] | None = None) -> int:
               "(moves), moves in the direction opposite to the previous move (reversals), the gap the controller "
               "measured on the selected network in standard errors (0: calibrated on the measured sample; beyond ±1: "
               "outside the band), and that network's gap mean(confidence) − accuracy in points on the measured sample "
-              "(meta-val, or meta-val + val with meta.controller.measure_on), on validation and on test (where the "
-              "seeds share one data split, as in metacal's sweeps, a measured sample whose gap differs from the test "
-              "set's pulls the scalar the same way on every seed):",
+              "(meta-val + val, or the splits meta.controller.measure_on names), on validation and on test "
+              "(where the seeds share one data split, as in metacal's sweeps, a measured sample whose gap differs from "
+              "the test set's pulls the scalar the same way on every seed):",
               "", "| method | moves | reversals | gap at selection / SE | gap: measured | val | test |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for label, runs in rows[1:1 + len(autos)]:

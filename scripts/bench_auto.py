@@ -5,7 +5,8 @@ its fixed γ separates what the focal loss itself costs from what the controller
 
 Reports the training time (the sum of the epochs' ``time_s`` in history.json: train steps, the controller's
 measurements and the per-epoch evaluation) of each, their ratio, and the controller's own overhead — the
-seconds its meta-val forward passes took (metrics.json ``auto.measure_s``) — per epoch, as a share of a CE epoch.
+seconds its forward passes over the held-out sample took (metrics.json ``auto.measure_s``) — per epoch, as a
+share of a CE epoch.
 
     python scripts/bench_auto.py --regime mnist1d_overconfident --repeats 2 [--set run.torch_threads=1]
 """
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.regime}, {args.repeats} run(s) each, {epochs} epochs, rotating order, mean training time:", "",
         "| method | training time (s) | × CE |", "|---|---:|---:|", f"| CE | {ce:.1f} | 1.00 |",
         f"| focal (fixed γ) | {focal:.1f} | {focal / ce:.2f} |", f"| {args.auto} | {auto:.1f} | {auto / ce:.2f} |", "",
-        f"Controller overhead (its meta-val forward passes): {statistics.mean(measure):.2f} s per run, "
+        f"Controller overhead (its forward passes over the held-out sample): {statistics.mean(measure):.2f} s per run, "
         f"{100 * overhead:.1f}% of a CE epoch.", ""])
     print("\n" + text)
     if args.out:

@@ -3,8 +3,8 @@
 Calibration is treated as a root to find, not a loss to minimise. The backbone trains with plain steps of
 its loss (focal loss at one global γ; or another loss whose named scalar lowers confidence as it rises,
 :attr:`metacal.losses.base.Loss.confidence_knob`). At ``updates_per_epoch`` fixed points of every epoch,
-one forward pass in eval mode over the meta-validation split (with ``measure_on: [meta_val, val]`` over
-validation too; or over a fixed seeded subsample) measures the signed calibration gap
+one forward pass in eval mode over the held-out splits of ``measure_on`` (default: meta-validation and
+validation together; or a fixed seeded subsample of them) measures the signed calibration gap
 
     ĝ = mean_i (max_c p_ic − 1[argmax_c p_ic = y_i]),   s = std_i(·)/√n
 
@@ -14,7 +14,7 @@ lower it when ĝ < −k·s, hold it inside the band, and move only once the same
 times in a row (default 2: a one-epoch swing of the gap moves nothing); the step halves on a sign flip and
 grows slowly on repeats.
 
-No backward pass touches the meta-validation data, so a run costs a plain run plus those forward passes
+No backward pass touches the held-out data, so a run costs a plain run plus those forward passes
 (scripts/bench_auto.py measures both side by side). Why not the γ-Net's hypergradient: on a 128-sample meta
 batch its one-step sign is a coin flip, and without that noise its greedy objective keeps raising γ
 (docs/ablations/meta_signal.md, docs/ablations/meta_horizon.md).
@@ -44,7 +44,8 @@ from .root_finder import SignRootFinder
 #: held-out splits measured together: meta_val, val or both). ``meta.lr`` is the first step,
 #: ``meta.gamma_net.init_gamma`` the start.
 CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "max": None,
-                                       "updates_per_epoch": 1, "sample": None, "measure_on": ["meta_val"]}
+                                       "updates_per_epoch": 1, "sample": None,
+                                       "measure_on": ["meta_val", "val"]}
 #: the splits ``meta.controller.measure_on`` may name
 MEASURABLE = ("meta_val", "val")
 
@@ -71,7 +72,7 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
         (lo <= start <= top, f"meta.gamma_net.init_gamma (the start of {knob}, {start}) must be in "
                              f"[{lo}, meta.controller.max = {top}]"),
         (opts["sample"] is None or (isinstance(opts["sample"], int) and not isinstance(opts["sample"], bool)),
-         f"meta.controller.sample must be a whole number of meta-val samples or null (all); got {opts['sample']!r}"),
+         f"meta.controller.sample must be a whole number of held-out samples or null (all); got {opts['sample']!r}"),
         (measured_splits(opts["measure_on"]) is not None,
          f"meta.controller.measure_on must list one or both of {', '.join(MEASURABLE)} once each; "
          f"got {opts['measure_on']!r}"),
@@ -151,7 +152,7 @@ class AutoScalar:
         finder: the root finder; its value is written into ``loss.<knob>`` now and after every update.
         knob: the name of the loss attribute, e.g. ``"gamma"``.
         steps_per_epoch / updates_per_epoch: γ is updated at :func:`update_points` of every epoch.
-        sample: measure on a fixed seeded subsample of at most this many meta-val samples (None: all of them).
+        sample: measure on a fixed seeded subsample of at most this many measured samples (None: all of them).
         batch_size: the per-process batch of the measuring forward pass.
         average: in-place mean over processes (the sums then give every rank the same ĝ, s).
     """
@@ -168,7 +169,7 @@ class AutoScalar:
             raise ValueError(f"the loss has no scalar {knob!r} to set (one number, not per class)")
         n = len(meta_val)
         if n < 2 or (sample is not None and sample < 2):
-            raise ValueError(f"the gap needs at least 2 meta-validation samples; the split has {n}, the sample "
+            raise ValueError(f"the gap needs at least 2 held-out samples; the measured splits have {n}, the sample "
                              f"is {sample}")
         self.points = update_points(steps_per_epoch, updates_per_epoch)
         self.steps_per_epoch = steps_per_epoch
@@ -204,7 +205,7 @@ class AutoScalar:
         self.kept = kept
 
     def measure(self) -> tuple[float, float]:
-        """ĝ ± s on the meta-validation sample, over every process."""
+        """ĝ ± s on the measured sample, over every process."""
         device = next(self.measure_model.parameters()).device
         sums = gap_sums(self.measure_model, self.sample_batches(), device)
         self.average([sums])  # a mean of sums: the ratios ĝ and s are those of the global sums

@@ -63,8 +63,8 @@ class MetaConfig:
     learner: str = "gamma_net"
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
     # learner=auto: band (k, in standard errors), grow, shrink, max (the scalar's upper end), updates_per_epoch,
-    # sample (meta-val samples per measurement; null: all), measure_on (the splits measured: [meta_val] or
-    # [meta_val, val]) — metacal/meta/auto.py, CONTROLLER_DEFAULTS
+    # sample (held-out samples per measurement; null: all), measure_on (the splits measured: [meta_val, val]
+    # by default, or one of them) — metacal/meta/auto.py, CONTROLLER_DEFAULTS
     controller: Dict[str, Any] = field(default_factory=dict)
     ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
     every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)

@@ -93,7 +93,7 @@ def test_a_loss_without_the_scalar_is_refused():
     with pytest.raises(ValueError, match="no scalar 'gamma'"):
         AutoScalar(model, build_loss("focal", gamma=[1.0, 2.0, 3.0]), opt, ds, SignRootFinder(1.0, 1.0), "gamma",
                    steps_per_epoch=3)
-    with pytest.raises(ValueError, match="the gap needs at least 2 meta-validation samples"):
+    with pytest.raises(ValueError, match="the gap needs at least 2 held-out samples"):
         AutoScalar(model, build_loss("focal"), opt, ds, SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=3,
                    sample=1)
     # a sample larger than the split is the whole split, in the order of sample=None

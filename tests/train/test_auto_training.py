@@ -25,7 +25,7 @@ AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "model": {"name": "
     ("meta.controller.updates_per_epoch=1000", "meta.controller: updates_per_epoch must be in [1, 10]"),
     ("meta.controller.speed=2", "meta.controller has no key(s) speed; valid: band, grow, shrink, confirm, max"),
     ("meta.controller.confirm=0", "meta.controller: confirm must be a whole number >= 1, got 0"),
-    ("meta.controller.sample=lots", "meta.controller.sample must be a whole number of meta-val samples or null"),
+    ("meta.controller.sample=lots", "meta.controller.sample must be a whole number of held-out samples or null"),
     ("meta.controller.measure_on=[meta_val,test]", "meta.controller.measure_on must list one or both of meta_val, "
                                                    "val once each; got ['meta_val', 'test']"),
     ("meta.controller.measure_on=[val,val]", "meta.controller.measure_on must list one or both"),
@@ -47,10 +47,11 @@ def test_a_loss_without_a_confidence_scalar_is_refused(write_config, run_cli, tm
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("splits", [["meta_val"], ["meta_val", "val"]])
+@pytest.mark.parametrize("splits", [["meta_val"], ["meta_val", "val"], None])
 def test_the_gap_is_measured_on_the_splits_named(splits, write_config, run_cli, tmp_path):
     """The gap recorded after epoch 1 is mean(confidence − 1[correct]) of the epoch-1 checkpoint's network on the
-    named held-out splits together (numpy over the rebuilt data), with s = sd/√n over their joint size."""
+    named held-out splits together (numpy over the rebuilt data), with s = sd/√n over their joint size; unnamed
+    (None), both are measured."""
     from safetensors.torch import load_file
 
     from metacal.train.components import build_data, build_model
@@ -58,9 +59,10 @@ def test_the_gap_is_measured_on_the_splits_named(splits, write_config, run_cli, 
 
     config = write_config("auto", AUTO)
     run_dir = tmp_path / "run"
-    code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--set", "schedule.epochs=1",
-                            "--set", f"meta.controller.measure_on=[{','.join(splits)}]"])
+    named = [] if splits is None else ["--set", f"meta.controller.measure_on=[{','.join(splits)}]"]
+    code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--set", "schedule.epochs=1", *named])
     assert code == 0, err
+    splits = splits or ["meta_val", "val"]
     cfg = load_config(run_dir / "config.yaml")
     bundle = build_data(cfg)
     model = build_model(cfg, bundle).eval()
