@@ -12,6 +12,7 @@ from typing import Any
 from accelerate import Accelerator
 
 from metacal.atomic_io import write_text_atomic
+from metacal.meta.auto import CONTROLLER_DEFAULTS, measured_splits
 from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_intervals
 from metacal.plots.reliability import plot_reliability
 from metacal.predictions import Predictions, load_predictions
@@ -50,7 +51,8 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
         result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
     if (auto := automatic_scalar(state.history, state.best_epoch)) is not None:
-        result["auto"] = auto
+        measured = measured_splits(cfg.meta.controller.get("measure_on", CONTROLLER_DEFAULTS["measure_on"]))
+        result["auto"] = {**auto, "measured_on": list(measured or ())}
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     write_text_atomic(paths.history, json.dumps(state.history, indent=2))
     import matplotlib.pyplot as plt
@@ -92,7 +94,8 @@ def epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict
 
 def automatic_scalar(history: list[dict[str, Any]], selected: int) -> dict[str, Any] | None:
     """metacal.meta.auto's scalar in metrics.json (None for other methods): its name; the value the selected
-    epoch's network trained with, and the gap ĝ ± s measured on it; the value after the last update."""
+    epoch's network trained with, and the gap ĝ ± s measured on it; the value after the last update
+    (:func:`finalize` adds ``measured_on``, the splits the gap was measured on)."""
     rows = [h["train"] for h in history if any(k.startswith("auto_") for k in h["train"])]
     if not rows:
         return None

@@ -55,8 +55,9 @@ def end_of_run_summary(metrics: dict[str, Any], paths: RunPaths, epochs: int) ->
                  f"on validation): error {_pct(ts, 'error')}, ECE {_pct(ts, 'ece')}")
     lines.append(line)
     if auto := metrics.get("auto"):  # metacal/meta/auto.py: the value the run settled on
+        measured = " + ".join(s.replace("_", "-") for s in auto.get("measured_on") or ()) or "the measured sample"
         lines.append(f"automatic {auto['knob']}: {auto['selected']:.3g} at the selected epoch (gap "
-                     f"{100 * auto['gap_selected']:+.2f} ± {100 * auto['gap_se_selected']:.2f} points on meta-val), "
+                     f"{100 * auto['gap_selected']:+.2f} ± {100 * auto['gap_se_selected']:.2f} points on {measured}), "
                      f"{auto['final']:.3g} at the end")
     lines.append(f"all numbers: {paths.metrics}; predictions: {paths.predictions}/; "
                  f"reliability diagram: {paths.reliability}")

@@ -104,3 +104,4 @@ def test_resume_gives_the_same_gamma_sequence(write_config, run_cli, tmp_path):
     assert a["auto"]["knob"] == "gamma" and a["auto"]["selected"] == selected[0]
     assert a["auto"]["final"] == sequence[-1][1] and a["auto"]["gap_selected"] == selected[2]
     assert f"automatic gamma: {selected[0]:.3g} at the selected epoch" in out
+    assert a["auto"]["measured_on"] == ["meta_val", "val"] and "points on meta-val + val)" in out
