@@ -16,16 +16,58 @@ from metacal.report.paired import LEVEL, PairedDiff, interval_text, needed_text,
 PAIRED_METRICS: dict[str, str] = {"ece": "ECE", "error": "error"}
 
 
+def ts_reference(ce: MethodRow) -> MethodRow | None:
+    """CE + temperature scaling as a reference row: per seed, CE's test ECE after TS fitted by NLL on validation
+    (``ece_ts_nll``, Guo et al. 2017) and CE's test error (TS keeps the predicted class); None when no seed has
+    it."""
+    per_run = {s: {"ece": n.get("ece_ts_nll", math.nan), "error": n.get("error", math.nan)}
+               for s, n in ce.per_run.items()}
+    if not any(math.isfinite(n["ece"]) for n in per_run.values()):
+        return None
+    return MethodRow(method="ce+ts", label="CE + TS", seeds=list(ce.seeds), missing_seeds=list(ce.missing_seeds),
+                     per_run=per_run)
+
+
+def grid_pick(rows: Sequence[MethodRow]) -> tuple[MethodRow, dict] | None:
+    """The γ grid a user would train, kept one run per seed: on each seed, the run with the lowest validation
+    ECE (its selected epoch's, ``ece_val``) among CE (γ = 0) and the fixed-γ focal rows. Only seeds on which
+    every grid row has that number; (row, {seed: the picked row's label}), or None without CE or with fewer
+    than two fixed-γ focal rows."""
+    ce = find_row(rows, "ce")
+    grid = [r for r in rows if r.method in FIXED_FOCAL]
+    if ce is None or len(grid) < 2:
+        return None
+    grid = [ce, *grid]
+    val = lambda r, s: r.per_run.get(s, {}).get("ece_val", math.nan)  # noqa: E731
+    seeds = [s for s in ce.per_run if all(math.isfinite(val(r, s)) for r in grid)]
+    if not seeds:
+        return None
+    picked = {s: min(grid, key=lambda r: val(r, s)) for s in seeds}
+    row = MethodRow(method="grid_pick", label="Grid pick", seeds=[s for s in seeds if isinstance(s, int)],
+                    missing_seeds=[], per_run={s: dict(picked[s].per_run[s]) for s in seeds})
+    return row, {s: r.label for s, r in picked.items()}
+
+
 def references(rows: Sequence[MethodRow]) -> list[tuple[MethodRow, str]]:
-    """(reference row, why it is one): CE, and the fixed-γ focal with the lowest mean validation ECE."""
+    """(reference row, why it is one): CE; CE + temperature scaling; the fixed-γ focal with the lowest mean
+    validation ECE; the grid pick per seed (:func:`grid_pick`)."""
     refs = []
     ce = find_row(rows, "ce")
     if ce is not None:
         refs.append((ce, "the baseline"))
+        ts = ts_reference(ce)
+        if ts is not None:
+            refs.append((ts, "CE's test ECE after temperature scaling fitted by NLL on validation; CE's error"))
     fixed = best_fixed_gamma(rows)
+    others = [r.label for r in rows if r.method in FIXED_FOCAL]
     if fixed is not None:
-        others = [r.label for r in rows if r.method in FIXED_FOCAL]
         refs.append((fixed, f"the fixed γ chosen on mean validation ECE among {', '.join(others)}"))
+    pick = grid_pick(rows)
+    if pick is not None:
+        row, labels = pick
+        chosen = "; ".join(f"seed {s}: {label}" for s, label in labels.items())
+        refs.append((row, f"per seed, the run with the lowest validation ECE among CE, {', '.join(others)} — "
+                          f"{chosen}"))
     return refs
 
 

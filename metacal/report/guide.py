@@ -29,7 +29,8 @@ COMMAND = "python scripts/method_guide.py --readme README.md"
 TS = "ce+ts"  # the pseudo-method "CE + temperature scaling": CE's row, ECE after TS, same error and cost
 
 # results pages (docs/results/<stem>.csv) → the dataset name of their table columns, in column order
-PAGES: dict[str, str] = {"mnist1d_overconfident": "MNIST-1D", "fashion_mnist_overconfident": "Fashion-MNIST",
+PAGES: dict[str, str] = {"mnist1d_overconfident": "MNIST-1D", "fashion_mnist_overconfident": "Fashion-MNIST, MLP",
+                         "fashion_mnist_resnet_overconfident": "Fashion-MNIST, ResNet",
                          "mnist1d": "MNIST-1D", "fashion_mnist": "Fashion-MNIST"}
 GAMMA_NET = ("flgamma_sece", "flgamma_dece", "flgamma_sece_trajectory")  # the paper's γ-Net meta-learner
 # each regime's table rows, in order (the lowest-ECE method of each page is added after CE + TS when absent)
@@ -192,7 +193,7 @@ def gamma_sentence(pages: Sequence[Page], method: str = "flgamma_sece") -> str |
     for p in pages:
         if method not in p.rows:
             continue
-        refs = {r for (r, m, _) in p.paired if m == method}
+        refs = {r for (r, m, _) in p.paired if m == method and r in p.rows}  # CE or a fixed γ, not CE + TS
         ref = min(refs, key=lambda r: p.value(r, "ece_mean")) if refs else None
         if ref is None:
             continue

@@ -60,7 +60,7 @@ def test_every_table_number_is_the_csv_number(section):
     assert set(blocks) == {"over", "under"}
     for regime, block in blocks.items():
         stems = _stems(block)
-        assert len(stems) == 2, block
+        assert sorted(stems) == sorted(s for s in guide.PAGES if s.endswith("overconfident") == (regime == "over"))
         rows = {s: {r["method"]: r for r in _csv(RESULTS / f"{s}.csv")} for s in stems}
         for s in stems:  # the regime line: CE's TS temperature and seeds, and the side of 1 it is on
             t, n = float(rows[s]["ce"]["t_nll_mean"]), rows[s]["ce"]["n_runs"]
@@ -103,7 +103,7 @@ def test_sentence_numbers_are_the_paired_csv_numbers(section):
             assert (f"{low['label']} on {names[s]} (vs CE: ECE {delta('ce', low['method'], 'ece')}; "
                     f"error {delta('ce', low['method'], 'error')})") in block
             # FLγ-SECE against the better of CE and the page's fixed γ, and its cost
-            refs = {r for (r, m, _) in paired if m == "flgamma_sece"}
+            refs = {r for (r, m, _) in paired if m == "flgamma_sece" and r in rows}  # not CE + TS, not the grid pick
             ref = min(refs, key=lambda r: float(rows[r]["ece_mean"]))
             fl = rows["flgamma_sece"]
             assert (f"{_pct(fl['ece_mean'])}% vs {rows[ref]['label']}'s {_pct(rows[ref]['ece_mean'])}% on "
@@ -129,15 +129,14 @@ def _copy_results(tmp_path: Path) -> Path:
 
 def test_a_method_missing_from_the_csvs_gets_no_row_and_appears_once_present(tmp_path):
     results = _copy_results(tmp_path)
-    text = guide.guide_markdown(results, "docs/results")
-    assert "auto_gamma" in guide.METHODS["over"] and "auto γ" not in text and "auto_gamma" not in text
     over = [s for s in guide.PAGES if s.endswith("overconfident")]
-    for stem in over:  # focal γ = 3 taken out of both over-confident pages: no row, not recommended
-        rows = [r for r in _csv(results / f"{stem}.csv") if r["method"] != "focal3"]
+    assert {"auto_gamma", "focal3"} <= set(guide.METHODS["over"])
+    for stem in over:  # auto γ and focal γ = 3 taken out of every over-confident page: no row, not recommended
+        rows = [r for r in _csv(results / f"{stem}.csv") if r["method"] not in ("auto_gamma", "focal3")]
         _write_csv(results / f"{stem}.csv", rows)
     without = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
-    assert "| Focal γ = 3 |" not in without and "Focal γ = 3" not in without.split("each lowers")[0]
-    # a later sweep adds auto γ (here: a copy of dual focal's numbers) to one page: a row, "–" on the other page
+    assert "auto γ" not in without and "Focal γ = 3" not in without
+    # a later sweep adds auto γ (here: a copy of dual focal's numbers) to one page: a row, "–" on the other pages
     rows = _csv(results / f"{over[0]}.csv")
     rows.append({**next(r for r in rows if r["method"] == "dual_focal"), "method": "auto_gamma",
                  "label": "Focal, auto γ"})
@@ -147,9 +146,10 @@ def test_a_method_missing_from_the_csvs_gets_no_row_and_appears_once_present(tmp
     _write_csv(results / f"{over[0]}_paired.csv", paired)
     block = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
     (row,) = [r for r in _table(block) if r[0] == "Focal, auto γ"]
-    assert row[4:] == ["–", "–", "–"] and row[1] == _pct(next(
+    assert row[4:] == ["–"] * 3 * (len(over) - 1) and row[1] == _pct(next(
         r for r in _csv(results / f"{over[0]}.csv") if r["method"] == "dual_focal")["ece_mean"])
-    assert "Focal, auto γ" not in block.split("each lowers")[0].split("at training time")[1]  # not on every page
+    use = block.split("Use CE + temperature scaling")[1].split("Lowest test ECE")[0]
+    assert "Focal, auto γ" not in use  # not on every page: not recommended
 
 
 def test_markers_missing_or_misplaced_is_a_clear_error(tmp_path, capsys):
@@ -175,3 +175,24 @@ def test_cli_rewrites_only_between_the_markers_and_check_reports_stale(tmp_path)
     assert text.startswith(f"{before}{guide.START}\n") and text.endswith(f"{guide.END}{after}")
     assert "](docs/results/mnist1d.md)" in text
     assert guide.main(["--readme", str(readme), "--check"]) == 0
+
+
+def test_a_training_time_method_is_recommended_only_with_a_resolved_win_over_ce_on_every_page(tmp_path):
+    results = _copy_results(tmp_path)
+    over = [s for s in guide.PAGES if s.endswith("overconfident")]
+
+    def set_dual_focal_vs_ce(stem: str, mean: str, resolved: str) -> None:
+        paired = _csv(results / f"{stem}_paired.csv")
+        for r in paired:
+            if (r["reference"], r["method"], r["metric"]) == ("ce", "dual_focal", "ece"):
+                r.update(mean=mean, resolved=resolved)
+        _write_csv(results / f"{stem}_paired.csv", paired)
+
+    for stem in over:
+        set_dual_focal_vs_ce(stem, "-0.01", "1")
+    block = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    assert ("at training time, Dual focal: each lowers test ECE against CE by a resolved margin on every page."
+            in block)
+    set_dual_focal_vs_ce(over[-1], "-0.01", "0")  # unresolved on one page: no longer recommended
+    block = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    assert "at training time" not in block and "Use CE + temperature scaling" in block

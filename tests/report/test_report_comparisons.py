@@ -9,20 +9,22 @@ import torch
 from scipy import stats
 
 from metacal.report.aggregate import MethodRow
-from metacal.report.comparisons import paired_markdown, references
+from metacal.report.comparisons import grid_pick, paired_markdown, references, ts_reference
 
 SEEDS = (0, 1, 2)
 
 
 @pytest.fixture
 def sweep(tmp_path, run_writer):
-    """CE (over-confident), two fixed-γ rows (γ = 3 has the lower validation ECE), FLγ-SECE without seed 2.
+    """CE (over-confident), two fixed-γ rows (γ = 3 has the lower mean validation ECE, focal γ = 1 the lower one
+    on seed 1), FLγ-SECE without seed 2.
     Seed S of CE and focal γ = 3 draws the same logits (write_run seeds by S) at another sharpness: the same errors,
     a consistent ECE gap. Focal and FLγ-SECE draw more samples (other logits, other errors)."""
     root = tmp_path / "sweep"
     for seed in SEEDS:
         run_writer(root / "ce" / f"seed{seed}", seed, n=200, k=4, sharpness=2.0, val_metrics={"ece": 0.10})
-        run_writer(root / "focal" / f"seed{seed}", seed, n=220, k=4, sharpness=1.4, val_metrics={"ece": 0.06})
+        run_writer(root / "focal" / f"seed{seed}", seed, n=220, k=4, sharpness=1.4,
+                   val_metrics={"ece": 0.03 if seed == 1 else 0.06})  # the grid's pick on seed 1 only
         run_writer(root / "focal3" / f"seed{seed}", seed, n=200, k=4, sharpness=1.0, val_metrics={"ece": 0.04})
         if seed != 2:
             run_writer(root / "flgamma_sece" / f"seed{seed}", seed, n=240, k=4, sharpness=0.7,
@@ -69,11 +71,19 @@ def test_page_has_the_paired_section_with_the_numbers_scipy_gives(sweep, tmp_pat
     assert text.index("## Test metrics") < text.index("## Paired comparisons over seeds") < \
         text.index("## The claim under test")
     section = text.split("## Paired comparisons over seeds")[1].split("## The claim under test")[0]
-    assert "### Against CE (the baseline)" in section
-    assert "### Against Focal γ = 3 (the fixed γ chosen on mean validation ECE among Focal, Focal γ = 3)" in section
-    against_ce, against_fixed = section.split("### Against Focal γ = 3")
+    headers = ["### Against CE (the baseline)",
+               "### Against CE + TS (CE's test ECE after temperature scaling fitted by NLL on validation; CE's error)",
+               "### Against Focal γ = 3 (the fixed γ chosen on mean validation ECE among Focal, Focal γ = 3)",
+               "### Against Grid pick (per seed, the run with the lowest validation ECE among CE, Focal, Focal γ = 3 — "
+               "seed 0: Focal γ = 3; seed 1: Focal; seed 2: Focal γ = 3)"]
+    at = [section.index(h) for h in headers]
+    assert at == sorted(at)
+    against_ce, against_ts, against_fixed, against_grid = (section[a:b] for a, b in zip(at, at[1:] + [len(section)]))
     numbers = {m: {s: _test_numbers(sweep / m / f"seed{s}") for s in SEEDS if (sweep / m / f"seed{s}").is_dir()}
                for m in ("ce", "focal", "focal3", "flgamma_sece")}
+    ce_row = next(r for r in result.rows if r.method == "ce")  # TS itself is tested against scipy elsewhere
+    numbers["ce+ts"] = {s: (ce_row.per_run[s]["ece_ts_nll"], numbers["ce"][s][1]) for s in SEEDS}
+    numbers["grid"] = {s: numbers["focal" if s == 1 else "focal3"][s] for s in SEEDS}
 
     def expected(method, ref, label):
         shared = sorted(set(numbers[method]) & set(numbers[ref]))
@@ -85,6 +95,9 @@ def test_page_has_the_paired_section_with_the_numbers_scipy_gives(sweep, tmp_pat
     assert expected("focal3", "ce", "Focal γ = 3") in against_ce
     assert expected("flgamma_sece", "focal3", "FLγ-SECE") in against_fixed
     assert expected("ce", "focal3", "CE") in against_fixed
+    for method, label in (("ce", "CE"), ("focal", "Focal"), ("focal3", "Focal γ = 3"), ("flgamma_sece", "FLγ-SECE")):
+        assert expected(method, "ce+ts", label) in against_ts
+        assert expected(method, "grid", label) in against_grid
     assert "| CE |" not in against_ce and "| Focal γ = 3 |" not in against_fixed  # no row against itself
     # CE vs focal γ = 3: the same logits at two sharpnesses — identical errors (Δ = 0: no test, nothing to resolve)
     assert "| CE | 3 | " in against_fixed and "| +0.00 [+0.00, +0.00] | — | no | — |" in against_fixed
@@ -95,7 +108,9 @@ def test_page_has_the_paired_section_with_the_numbers_scipy_gives(sweep, tmp_pat
     assert result.paired_csv == tmp_path / "page_paired.csv"
     assert "[page_paired.csv](page_paired.csv)" in section
     lines = list(csv.DictReader(open(result.paired_csv)))
-    assert len(lines) == 2 * 3 * 2  # 2 references × 3 other methods × 2 metrics
+    # (CE and focal γ = 3: 3 other methods each; CE + TS and the grid pick: all 4) × 2 metrics
+    assert len(lines) == (3 + 4 + 3 + 4) * 2
+    assert {r["reference"] for r in lines} == {"ce", "ce+ts", "focal3", "grid_pick"}
     line = next(r for r in lines if (r["reference"], r["method"], r["metric"]) == ("ce", "flgamma_sece", "ece"))
     a = [numbers["flgamma_sece"][s][0] for s in (0, 1)]
     b = [numbers["ce"][s][0] for s in (0, 1)]
@@ -122,3 +137,33 @@ def test_references_are_ce_and_the_fixed_gamma_chosen_on_validation():
     # zero difference: "—" for p, resolved and seeds needed is undefined
     text = "\n".join(paired_markdown([ce, _row("m", "M", [0.1, 0.2])], metrics=("ece",)))
     assert "| M | 2 | +0.00 [+0.00, +0.00] | — | no | — |" in text
+
+
+def _run_row(method, per_seed):
+    """A MethodRow from {seed: (test ECE, test error, validation ECE)}."""
+    r = MethodRow(method=method, label=method, seeds=sorted(per_seed), missing_seeds=[])
+    r.per_run = {s: {"ece": e, "error": err, "ece_val": v, "ece_ts_nll": e / 2} for s, (e, err, v) in per_seed.items()}
+    r.stats = {"ece_val": (float(np.mean([v for _, _, v in per_seed.values()])), 0.0, len(per_seed))}
+    return r
+
+
+def test_grid_pick_takes_each_seeds_lowest_validation_ece_and_ts_is_ce_after_temperature_scaling():
+    ce = _run_row("ce", {0: (0.10, 0.20, 0.09), 1: (0.12, 0.21, 0.02), 2: (0.11, 0.22, 0.08)})
+    f1 = _run_row("focal", {0: (0.03, 0.23, 0.03), 1: (0.04, 0.24, 0.05), 2: (0.05, 0.25, 0.07)})
+    f3 = _run_row("focal3", {0: (0.07, 0.26, 0.01), 1: (0.08, 0.27, 0.06), 2: (0.09, 0.28, 0.07)})
+    other = _run_row("dual_focal", {0: (0.5, 0.5, 0.0), 1: (0.5, 0.5, 0.0), 2: (0.5, 0.5, 0.0)})  # not in the grid
+    row, labels = grid_pick([ce, f1, f3, other])
+    # seed 0: focal γ = 3 (0.01); seed 1: CE (0.02); seed 2: focal and focal γ = 3 tie at 0.07 → the first listed
+    assert labels == {0: "focal3", 1: "ce", 2: "focal"}
+    assert {s: (n["ece"], n["error"]) for s, n in row.per_run.items()} == {0: (0.07, 0.26), 1: (0.12, 0.21),
+                                                                         2: (0.05, 0.25)}
+    # a seed on which some grid row has no validation ECE is left out; fewer than two focal rows: no grid
+    f3.per_run[2]["ece_val"] = float("nan")
+    assert set(grid_pick([ce, f1, f3])[0].per_run) == {0, 1}
+    assert grid_pick([ce, f1, other]) is None and grid_pick([f1, f3]) is None
+    ts = ts_reference(ce)
+    assert (ts.method, ts.label) == ("ce+ts", "CE + TS")
+    assert ts.per_run == {0: {"ece": 0.05, "error": 0.20}, 1: {"ece": 0.06, "error": 0.21}, 2: {"ece": 0.055, "error": 0.22}}
+    assert ts_reference(_row("ce", "CE", [0.1, 0.2])) is None  # no TS column: no CE + TS reference
+    # the fixed γ chosen on MEAN validation ECE is another reference: focal γ = 3 (0.0467) over focal (0.05)
+    assert [r.method for r, _ in references([ce, f1, f3])] == ["ce", "ce+ts", "focal3", "grid_pick"]
