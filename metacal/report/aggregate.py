@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from metacal.predictions import Predictions
 from metacal.report.labels import method_label, method_order
@@ -133,29 +134,32 @@ def aggregate(
     else:
         expected = sorted(set(int(s) for s in expected_seeds))
     rows = []
-    for method in sorted(by_method, key=method_order):
-        method_runs = by_method[method]
-        complete = [r for r in method_runs if r.complete]
-        numbers, notes = {}, []
-        for r in complete:
-            name = r.seed if r.seed is not None else r.path.name
-            run_notes: list[str] = []
-            try:
-                numbers[name] = run_numbers(r, num_bins, hb_bins, calibrators=calibrators, notes=run_notes)
-            except ValueError as exc:  # say which run is broken
-                raise ValueError(f"run {r.path}: {exc}") from None
-            notes += [f"{'seed ' if r.seed is not None else ''}{name}: {note}" for note in run_notes]
-        seeds = sorted(r.seed for r in complete if r.seed is not None)
-        row = MethodRow(
-            method=method,
-            label=method_label(method),
-            seeds=seeds,
-            missing_seeds=[s for s in expected if s not in seeds],
-            incomplete=[f"{r.path.name}" for r in method_runs if not r.complete],
-            per_run=numbers,
-            notes=notes,
-        )
-        for key in COLUMN_KEYS + EXTRA_KEYS:
-            row.stats[key] = mean_std([n.get(key, math.nan) for n in numbers.values()], ddof=ddof)
-        rows.append(row)
+    # the post-hoc fits take seconds per run: a bar on a terminal (tqdm's disable=None: off when not a TTY)
+    with tqdm(total=sum(r.complete for r in runs), desc="report", unit="run", disable=None, dynamic_ncols=True) as bar:
+        for method in sorted(by_method, key=method_order):
+            method_runs = by_method[method]
+            complete = [r for r in method_runs if r.complete]
+            numbers, notes = {}, []
+            for r in complete:
+                name = r.seed if r.seed is not None else r.path.name
+                run_notes: list[str] = []
+                try:
+                    numbers[name] = run_numbers(r, num_bins, hb_bins, calibrators=calibrators, notes=run_notes)
+                except ValueError as exc:  # say which run is broken
+                    raise ValueError(f"run {r.path}: {exc}") from None
+                notes += [f"{'seed ' if r.seed is not None else ''}{name}: {note}" for note in run_notes]
+                bar.update()
+            seeds = sorted(r.seed for r in complete if r.seed is not None)
+            row = MethodRow(
+                method=method,
+                label=method_label(method),
+                seeds=seeds,
+                missing_seeds=[s for s in expected if s not in seeds],
+                incomplete=[f"{r.path.name}" for r in method_runs if not r.complete],
+                per_run=numbers,
+                notes=notes,
+            )
+            for key in COLUMN_KEYS + EXTRA_KEYS:
+                row.stats[key] = mean_std([n.get(key, math.nan) for n in numbers.values()], ddof=ddof)
+            rows.append(row)
     return rows

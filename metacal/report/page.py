@@ -156,6 +156,16 @@ FIGURE_CAPTIONS = {
 }
 
 
+SPARSE_TEST_NOTE = ("Some runs evaluated the test set only at epochs where validation improved "
+                    "(`eval.test_every_epoch: false`): each point is the mean over the seeds evaluated at that "
+                    "epoch, and a method's line ends at its last evaluated epoch.")
+
+
+def sparse_test_epochs(runs: Sequence[Run]) -> bool:
+    """Whether some run skipped the test set on some epoch (its history record has ``test: null``)."""
+    return any(rec.get("test") is None for run in runs for rec in run.history)
+
+
 def build_report(
     root: str | Path,
     out: str | Path,
@@ -245,6 +255,8 @@ def build_report(
     for key, path in made.items():
         rel = os.path.relpath(path, out.parent)
         lines += [f"### {FIGURE_CAPTIONS[key]}", "", f"![{FIGURE_CAPTIONS[key]}]({rel})", ""]
+        if key == "ece_epochs" and sparse_test_epochs(runs):
+            lines += [SPARSE_TEST_NOTE, ""]
     if fig_notes:
         lines += ["Not drawn:", ""] + [f"- {n}" for n in fig_notes] + [""]
     out.write_text("\n".join(lines), encoding="utf-8")

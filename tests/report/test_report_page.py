@@ -1,6 +1,7 @@
 """The results page end to end on synthetic run directories, its CLI, and the figure data helpers."""
 
 import csv
+import json
 import math
 import os
 import platform
@@ -12,6 +13,7 @@ import torch
 
 from metacal.report.figures import epoch_series, pareto_front
 from metacal.report.machine import cpu_model
+from metacal.report.page import SPARSE_TEST_NOTE
 from metacal.report.runs import find_runs
 
 
@@ -115,6 +117,22 @@ def test_report_without_gamma_runs_says_so(tmp_path, run_writer):
     assert "γ per epoch: no γ-Net run" in text
     assert not (tmp_path / "report_gamma_per_epoch.png").exists()
     assert re.search(r"\| CE \| 1 \| ", text)
+    assert SPARSE_TEST_NOTE not in text  # the test set was evaluated every epoch
+
+
+def test_test_ece_curves_say_when_the_test_set_was_evaluated_only_at_improvements(tmp_path, run_writer):
+    """``eval.test_every_epoch: false`` leaves ``test: null`` on the epochs without a validation improvement; the
+    per-epoch figure then averages different seeds at different epochs, and the page says so under it."""
+    run_writer(tmp_path / "ce" / "seed0", 0, n=100, k=3)
+    history = tmp_path / "ce" / "seed1" / "history.jsonl"
+    run_writer(history.parent, 1, n=100, k=3)
+    records = [json.loads(line) for line in history.read_text().splitlines()]
+    records[1]["test"] = None
+    history.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert _run_cli([str(tmp_path)]) == 0
+    text = (tmp_path / "report.md").read_text()
+    figure = text.split("### Test ECE per epoch")[1].split("###")[0]
+    assert SPARSE_TEST_NOTE in figure
 
 
 def _corrupt_run(root):
