@@ -23,6 +23,11 @@ from typing import Callable, Sequence
 from metacal.report.runs import has_checkpoints, is_finished
 
 ACTIONS = ("skip", "resume", "restart", "start")
+# After a Ctrl-C, the seconds the sweep waits for its trainers to stop by themselves (a terminal's Ctrl-C reaches
+# the whole process group: each trainer checkpoints and exits 130) before it sends SIGTERM to those still running
+# (they got no SIGINT: `kill -INT` to the sweep alone). Sent at once, SIGTERM could reach a loaded trainer before
+# the terminal's SIGINT was handled and turn the interruption into a preemption (exit 75).
+INTERRUPT_GRACE_S = 10.0
 
 
 @dataclass
@@ -258,8 +263,12 @@ def execute_plan(
             if running:
                 time.sleep(0.05)
     except KeyboardInterrupt:
+        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        while any(proc.poll() is None for _, proc, _, _ in running) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for p, proc, t0, fh in running:
-            proc.terminate()
+            if proc.poll() is None:
+                proc.terminate()
         for p, proc, t0, fh in running:
             try:
                 proc.wait(timeout=30)

@@ -74,8 +74,8 @@ def test_page_has_the_paired_section_with_the_numbers_scipy_gives(sweep, tmp_pat
     headers = ["### Against CE (the baseline)",
                "### Against CE + TS (CE's test ECE after temperature scaling fitted by NLL on validation; CE's error)",
                "### Against Focal γ = 3 (the fixed γ chosen on mean validation ECE among Focal, Focal γ = 3)",
-               "### Against Grid pick (per seed, the run with the lowest validation ECE among CE, Focal, Focal γ = 3 — "
-               "seed 0: Focal γ = 3; seed 1: Focal; seed 2: Focal γ = 3)"]
+               "### Against Grid pick (per seed, the run with the lowest validation ECE among CE, Focal, "
+               "Focal γ = 3 — seed 0: Focal γ = 3; seed 1: Focal; seed 2: Focal γ = 3)"]
     at = [section.index(h) for h in headers]
     assert at == sorted(at)
     against_ce, against_ts, against_fixed, against_grid = (section[a:b] for a, b in zip(at, at[1:] + [len(section)]))
@@ -163,7 +163,8 @@ def test_grid_pick_takes_each_seeds_lowest_validation_ece_and_ts_is_ce_after_tem
     assert grid_pick([ce, f1, other]) is None and grid_pick([f1, f3]) is None
     ts = ts_reference(ce)
     assert (ts.method, ts.label) == ("ce+ts", "CE + TS")
-    assert ts.per_run == {0: {"ece": 0.05, "error": 0.20}, 1: {"ece": 0.06, "error": 0.21}, 2: {"ece": 0.055, "error": 0.22}}
+    assert ts.per_run == {0: {"ece": 0.05, "error": 0.20}, 1: {"ece": 0.06, "error": 0.21},
+                          2: {"ece": 0.055, "error": 0.22}}
     assert ts_reference(_row("ce", "CE", [0.1, 0.2])) is None  # no TS column: no CE + TS reference
     # the fixed γ chosen on MEAN validation ECE is another reference: focal γ = 3 (0.0467) over focal (0.05)
     assert [r.method for r, _ in references([ce, f1, f3])] == ["ce", "ce+ts", "focal3", "grid_pick"]

@@ -25,10 +25,10 @@ SMALL = {"model": {"name": "mlp", "options": {"hidden": [16]}}, "logging": {"ten
 EPOCHS = {"a_short": 1, "b_long": 15}  # the sweep runs them in this order (config-major)
 
 
-def write_configs(folder: Path) -> list[Path]:
+def write_configs(folder: Path, lengths: dict[str, int] = EPOCHS) -> list[Path]:
     folder.mkdir()
     paths = []
-    for stem, epochs in EPOCHS.items():
+    for stem, epochs in lengths.items():
         data = deep_merge(deep_merge(TINY, SMALL), {"schedule": {"epochs": epochs, "milestones": [max(1, epochs // 2)]}})
         (folder / f"{stem}.yaml").write_text(yaml.safe_dump(data))
         paths.append(folder / f"{stem}.yaml")
@@ -103,3 +103,31 @@ def test_killed_sweep_skips_finished_resumes_interrupted(signum, tmp_path):
     history = json.loads((run["b_long"] / "history.json").read_text())
     assert [h["epoch"] for h in history] == list(range(1, EPOCHS["b_long"] + 1))  # every epoch exactly once
     assert json.loads((run["b_long"] / "metrics.json").read_text())["finished"] is True
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_sweep_alone_stops_its_trainer_with_sigterm_after_the_grace(tmp_path):
+    """`kill -INT <sweep>` reaches only the sweep: it waits INTERRUPT_GRACE_S for its trainer to stop by itself,
+    then sends SIGTERM; the trainer checkpoints and exits 75 (preempted) and the run resumes like any other."""
+    from metacal.sweep.plan import INTERRUPT_GRACE_S
+
+    # b_long long enough to outlast the grace (the tiny run trains about 5 epochs a second)
+    configs, out = write_configs(tmp_path / "configs", {"a_short": 1, "b_long": 1000}), tmp_path / "out"
+    run = out / "b_long" / "seed0"
+    proc = sweep(configs, out, start_new_session=True)
+    try:
+        wait_for(lambda: any((run / "checkpoints").glob("ckpt-*")), proc)
+        started = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130 and "sweep: interrupted" in err and waited >= INTERRUPT_GRACE_S
+    log = [json.loads(line) for line in (out / "sweep_log.jsonl").read_text().splitlines()]
+    assert [(Path(r["config"]).stem, r["status"], r["exit_code"]) for r in log] == [
+        ("a_short", "ok", 0), ("b_long", "failed", 75)]
+    trainer_log = (out / "logs" / "b_long_seed0.log").read_text()
+    assert "preempted: stopped by SIGTERM" in trainer_log and "checkpoint saved" in trainer_log
