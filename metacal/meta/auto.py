@@ -39,11 +39,13 @@ from .root_finder import SignRootFinder
 
 #: ``meta.controller``'s keys and defaults (the ``meta`` config section of ``meta.learner: auto``): the band k in
 #: standard errors, the step's grow and shrink factors, ``confirm`` (agreeing signs in a row that move the scalar),
-#: ``max`` the scalar's upper end (None: the loss's own, 1 for label-smoothing ε, capped at 10 where the loss has
-#: none, focal γ), ``updates_per_epoch``, ``sample`` (samples per measurement; None: all) and ``measure_on`` (the
-#: held-out splits measured together: meta_val, val or both). ``meta.lr`` is the first step,
+#: ``reconfirm`` (after a move, wait for ``confirm`` new agreeing signs), ``max`` the scalar's upper end (None: the
+#: loss's own, 1 for label-smoothing ε, capped at 10 where the loss has none, focal γ), ``updates_per_epoch``,
+#: ``sample`` (samples per measurement; None: all) and ``measure_on`` (the held-out splits measured together:
+#: meta_val, val or both). ``meta.lr`` is the first step,
 #: ``meta.gamma_net.init_gamma`` the start.
-CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "max": None,
+CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "reconfirm": False,
+                                       "max": None,
                                        "updates_per_epoch": 1, "sample": None,
                                        "measure_on": ["meta_val", "val"]}
 #: the splits ``meta.controller.measure_on`` may name
@@ -83,7 +85,8 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
     opts["measure_on"] = measured_splits(opts["measure_on"])
     try:
         finder = SignRootFinder(start, float(meta.lr), lo, top, band=float(opts["band"]), grow=float(opts["grow"]),
-                                shrink=float(opts["shrink"]), confirm=opts["confirm"])
+                                shrink=float(opts["shrink"]), confirm=opts["confirm"],
+                                reconfirm=opts["reconfirm"])
     except ValueError as err:
         raise ValueError(f"meta.controller: {err}") from None
     return finder, opts

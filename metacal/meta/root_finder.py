@@ -23,6 +23,11 @@ sampling noise of the measured split; the network's own state also moves the gap
 next (at a high learning rate an epoch can swing it by several points and back), and a move on such a swing
 both puts γ where no later measurement wanted it and, at the flip back, halves σ. Requiring two agreeing signs
 costs one update of lag where the sign is real.
+
+``reconfirm`` (off by default) also asks for ``confirm`` new agreeing signs after every move, instead of moving
+at every further agreeing sign. A move of γ shows in the gap only after the network has trained at the new γ
+for a while; meanwhile the old sign persists, and without ``reconfirm`` every update moves γ again with a
+growing step, past the root (γ overshoots while the gap lags).
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ class SignRootFinder:
         band: k ≥ 0, the half-width of the hold band in standard errors.
         grow: σ factor on a repeated sign (≥ 1); shrink: σ factor on a flip, in (0, 1).
         confirm: how many agreeing signs in a row move γ (≥ 1; 1: every sign outside the band moves it).
+        reconfirm: after a move, wait for ``confirm`` new agreeing signs before the next one.
     """
 
     def __init__(self, value: float, step: float, lo: float = 0.0, hi: float = math.inf, band: float = 1.0,
-                 grow: float = 1.2, shrink: float = 0.5, confirm: int = 1) -> None:
+                 grow: float = 1.2, shrink: float = 0.5, confirm: int = 1, reconfirm: bool = False) -> None:
         checks = [
             (step > 0 and math.isfinite(step), f"the first step must be a finite number > 0, got {step}"),
             (lo < hi, f"the range must have lo < hi, got [{lo}, {hi}]"),
@@ -64,12 +70,13 @@ class SignRootFinder:
             (0 < shrink < 1, f"shrink must be in (0, 1), got {shrink}"),
             (isinstance(confirm, int) and not isinstance(confirm, bool) and confirm >= 1,
              f"confirm must be a whole number >= 1, got {confirm!r}"),
+            (isinstance(reconfirm, bool), f"reconfirm must be true or false, got {reconfirm!r}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
         self.lo, self.hi, self.band = float(lo), float(hi), float(band)
-        self.grow, self.shrink, self.confirm = float(grow), float(shrink), confirm
+        self.grow, self.shrink, self.confirm, self.reconfirm = float(grow), float(shrink), confirm, reconfirm
         self.state = RootFinderState(value=float(value), step=float(step))
 
     @property
@@ -101,6 +108,8 @@ class SignRootFinder:
             s.step *= self.shrink
         s.last_sign = sign
         s.value = min(self.hi, max(self.lo, s.value + sign * s.step))
+        if self.reconfirm:
+            s.streak = 0  # the next move needs ``confirm`` signs measured after this one
         return sign
 
     def state_dict(self) -> dict[str, Any]:

@@ -68,6 +68,34 @@ def test_confirm_two_moves_on_the_second_agreeing_sign():
     assert values == pytest.approx([0.0, 1.0, 2.2, 3.64, 3.64, 2.92, 2.056, 2.056, 2.488])
 
 
+def test_reconfirm_waits_for_confirm_new_signs_after_every_move():
+    """Hand-derived: the setting of the test above with ``reconfirm``. Every move resets the run of signs, so γ
+    moves on every second update at most; the step follows the same grow/shrink rule."""
+    finder = SignRootFinder(0.0, step=1.0, lo=0.0, hi=10.0, band=0.0, confirm=2, reconfirm=True)
+    gap = linear_gap(2.7)
+    moves, values = [], []
+    for _ in range(10):
+        moves.append(finder.update(gap(finder.value), 0.0))
+        values.append(finder.value)
+    assert moves == [0, 1, 0, 1, 0, 1, 0, -1, 0, -1]
+    # 0 → 1 (step 1) → 2.2 (step 1.2) → 3.64 (step 1.44) → 2.92 (flip: 0.72) → 2.056 (0.864)
+    assert values == pytest.approx([0.0, 1.0, 1.0, 2.2, 2.2, 3.64, 3.64, 2.92, 2.92, 2.056])
+
+
+def test_reconfirm_overshoots_less_when_the_gap_lags():
+    """A gap that answers γ only ``lag`` updates late (the network needs time at a new γ): g_t = 0.04·(2.7 − γ_{t−lag}).
+    Without ``reconfirm`` the old sign keeps moving γ with a growing step; with it γ waits, and overshoots less."""
+    def overshoot(reconfirm: bool, lag: int = 3) -> float:
+        finder = SignRootFinder(0.0, step=0.5, lo=0.0, hi=10.0, band=0.0, confirm=2, reconfirm=reconfirm)
+        history = [finder.value] * lag
+        for _ in range(40):
+            finder.update(0.04 * (2.7 - history[-lag]), 0.0)
+            history.append(finder.value)
+        return max(history) - 2.7
+
+    assert overshoot(False) > 2 * overshoot(True) > 0
+
+
 def test_confirm_two_ignores_a_one_update_swing():
     """Signs that alternate (a gap swinging with the network's state, not with γ) move neither γ nor the step;
     a hold inside the band breaks a run of signs."""
@@ -130,6 +158,7 @@ def test_state_round_trip_continues_the_same_sequence(n_before):
     ({"shrink": 1.0}, "shrink must be in (0, 1)"),
     ({"confirm": 0}, "confirm must be a whole number >= 1"),
     ({"confirm": 1.5}, "confirm must be a whole number >= 1"),
+    ({"reconfirm": "yes"}, "reconfirm must be true or false"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     args = {"value": 1.0, "step": 1.0, "lo": 0.0, "hi": 10.0, **kwargs}
