@@ -45,8 +45,7 @@ from .root_finder import SignRootFinder
 #: meta_val, val or both). ``meta.lr`` is the first step,
 #: ``meta.gamma_net.init_gamma`` the start.
 CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "reconfirm": False,
-                                       "max": None,
-                                       "updates_per_epoch": 1, "sample": None,
+                                       "max": None, "updates_per_epoch": 1, "sample": None,
                                        "measure_on": ["meta_val", "val"]}
 #: the splits ``meta.controller.measure_on`` may name
 MEASURABLE = ("meta_val", "val")

@@ -62,9 +62,9 @@ class MetaConfig:
     # metacal/meta/auto.py: meta.lr is its first step, meta.gamma_net.init_gamma its start, meta.controller the rest)
     learner: str = "gamma_net"
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
-    # learner=auto: band (k, in standard errors), grow, shrink, max (the scalar's upper end), updates_per_epoch,
-    # sample (held-out samples per measurement; null: all), measure_on (the splits measured: [meta_val, val]
-    # by default, or one of them) — metacal/meta/auto.py, CONTROLLER_DEFAULTS
+    # learner=auto: band (k, in standard errors), grow, shrink, confirm, reconfirm, max (the scalar's upper end),
+    # updates_per_epoch, sample (held-out samples per measurement; null: all), measure_on (the splits measured:
+    # [meta_val, val] by default, or one of them) — metacal/meta/auto.py, CONTROLLER_DEFAULTS
     controller: Dict[str, Any] = field(default_factory=dict)
     ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
     every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)
