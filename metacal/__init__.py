@@ -8,7 +8,8 @@ writes) import nothing of metacal, so any layer may use them.
 
 ``metacal.fit(model, train, val=..., test=..., config=..., overrides=[...])`` trains one's own network on
 one's own datasets (metacal/train/fit.py); it is imported on first use, so ``import metacal.metrics`` stays
-free of the trainer's dependencies.
+free of the trainer's dependencies. ``metacal.evaluate_run(run_dir, shift=..., ood=..., inputs=...)`` evaluates a
+finished run's network on shifted, unseen or new data without retraining (metacal/shift_eval.py).
 """
 
 from typing import Any
@@ -21,4 +22,8 @@ def __getattr__(name: str) -> Any:
         from metacal.train.fit import fit
 
         return fit
+    if name == "evaluate_run":
+        from metacal.shift_eval import evaluate_run
+
+        return evaluate_run
     raise AttributeError(f"module 'metacal' has no attribute {name!r}")

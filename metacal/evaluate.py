@@ -1,13 +1,23 @@
 """Evaluate saved predictions: calibration metrics before and after post-hoc calibration.
 
     python -m metacal.evaluate PRED.npz [--bins 15] [--calib VAL.npz [--calibrators NAMES]] [--json] [--plot OUT.png]
-                               [--ci [--ci-level 0.9] [--bootstrap 1000] [--seed 0]]
+                               [--ci [--ci-level 0.9] [--bootstrap 1000] [--seed 0]] [--ood OOD.npz]
     python -m metacal.evaluate runs/<name>            # every .npz of the run's predictions/ (val, test)
 
 PRED.npz (read by ``metacal.predictions.load_predictions``) holds ``labels`` (N integers in [0, K)) and
 either ``logits`` (N×K float) or ``probs`` (N×K, rows summing to 1 within 1e-3); if both are present,
 ``logits`` are used. Prints a table in percent, or with ``--json`` exactly one JSON object (fractions; keys
-of ``metacal.metrics.summary`` at ``--bins`` bins).
+of ``metacal.metrics.summary`` at ``--bins`` bins), including selective prediction on the top-label confidence:
+``aurc``, ``augrc``, ``risk_at_coverage`` ({"0.8", "0.9"}) and ``coverage_at_risk`` ({"0.01", "0.05"})
+(``metacal.metrics.selective``; table rows AURC, AUGRC, Risk@80%cov, Risk@90%cov, Cov@1%risk, Cov@5%risk).
+
+``--ood OOD.npz`` (the same model's predictions on out-of-distribution inputs, PRED's format; its labels are not
+used) adds ``"ood"``: for each score ``msp``, ``max_logit``, ``energy``, ``entropy`` an object with ``auroc``,
+``aupr_in``, ``aupr_out`` and ``fpr95``, PRED's samples being the in-distribution positives
+(``metacal.metrics.ood``), and a small table. If PRED or OOD holds only ``probs``, log-probabilities stand for the
+logits of both (energy is then 0 for every sample) and the JSON says ``"ood_logits_from": "log_probs"``. A K that
+differs from PRED's is one line (exit code 2) before anything is computed; with PRED a folder, OOD is scored
+against every file.
 
 ``--calib VAL.npz`` fits, on VAL, every post-hoc calibrator of ``metacal.posthoc.registry`` (or those named
 by ``--calibrators``, comma-separated): temperature scaling by NLL (``ts_nll``) and by the ECE grid
@@ -48,10 +58,13 @@ from typing import Sequence
 
 from metacal.metrics import BootstrapSpec, summary
 from metacal.metrics.bootstrap import METHODS, estimates_outside, outside_note
+from metacal.metrics.selective import flatten as flatten_selective
 from metacal.plots.reliability import plot_reliability
 from metacal.posthoc import registry as calibrators
+from metacal import evaluate_run as run_options
+from metacal.evaluate_ood import format_ood_table, ood_result
 from metacal.predictions import Predictions, load_predictions
-from metacal.registry import unknown_name
+from metacal.registry import UnknownNameError, unknown_name
 
 PROG = "python -m metacal.evaluate"
 
@@ -63,7 +76,7 @@ class InputError(ValueError):
 def fit_calibrators(calib: Predictions, names: Sequence[str] | None = None, num_bins: int = 15) -> dict:
     """{name: calibrator fitted on ``calib``} for ``names`` (default: every registered one); every sample
     count is checked before the first fit."""
-    names = calibrators.available() if names is None else list(names)
+    names = calibrators.available(for_predictions=calib) if names is None else list(names)
     for name in names:
         try:
             calibrators.check_fit_size(name, calib.labels.shape[0], calib.num_classes)
@@ -104,9 +117,10 @@ TABLE_ROWS = (
     ("mce", "MCE (%)", True), ("ace", "ACE (%)", True), ("rmsce", "RMSCE (%)", True),
     ("ece_sweep", "ECE-sweep (%)", True), ("debiased_l2_ce", "Debiased L2 CE (%)", True),
     ("classwise_ece", "Classwise ECE (%)", True), ("sece", "SECE (%)", True), ("kde_ece", "KDE-ECE (%)", True),
-    ("smece", "smECE (%)", True),
+    ("smece", "smECE (%)", True), ("aurc", "AURC (%)", True), ("augrc", "AUGRC (%)", True),
+    ("risk_at_coverage@0.8", "Risk@80%cov (%)", True), ("risk_at_coverage@0.9", "Risk@90%cov (%)", True),
+    ("coverage_at_risk@0.01", "Cov@1%risk (%)", True), ("coverage_at_risk@0.05", "Cov@5%risk (%)", True),
 )  # fmt: skip
-
 
 def format_table(result: dict, num_bins: int) -> str:
     """Human-readable table: one column per calibration state, fractions shown in percent."""
@@ -123,8 +137,9 @@ def format_table(result: dict, num_bins: int) -> str:
     lines = [f"N = {result['n']}, K = {result['num_classes']}, {num_bins} bins"]
     lines.append(f"{'metric':<20}" + "".join(f"{name:>{width}}" for name, _ in columns[:1])
                  + (f"{ci_name:>{ci_width}}" if ci else "") + "".join(f"{name:>{width}}" for name, _ in columns[1:]))
+    flat = [{**col, **flatten_selective(col)} for _, col in columns]  # "risk_at_coverage@0.8" etc.
     for key, label, percent in TABLE_ROWS:
-        cells = [f"{(100 * col[key] if percent else col[key]):>{width}.{2 if percent else 4}f}" for _, col in columns]
+        cells = [f"{(100 * col[key] if percent else col[key]):>{width}.{2 if percent else 4}f}" for col in flat]
         if ci:
             interval = "—" if key not in ci else "[{:.{d}f}, {:.{d}f}]".format(
                 *((100 * v if percent else v) for v in ci[key]), d=2 if percent else 4)
@@ -132,7 +147,9 @@ def format_table(result: dict, num_bins: int) -> str:
         lines.append(f"{label:<20}{''.join(cells)}")
     if outside:  # an estimate outside its own interval: a footnote says why
         names = {key: label.removesuffix(" (%)") for key, label, _ in TABLE_ROWS}
-        lines.append(f"† {outside_note(ci, result, names)}")
+        lines.append(f"† {outside_note(ci, flat[0], names)}")
+    if "ood" in result:
+        lines += ["", format_ood_table(result["ood"])]
     return "\n".join(lines)
 
 
@@ -198,6 +215,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="B",
                         help="bootstrap resamples for --ci, >= 1 (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples (default 0)")
+    parser.add_argument("--ood", metavar="OOD.npz",
+                        help="the same model's predictions on out-of-distribution inputs: adds OOD detection "
+                             "(AUROC, AUPR-In/Out, FPR95) for the msp, max_logit, energy and entropy scores; with a "
+                             "run directory also a set name (digits, held_out_classes) or an .npz of inputs x")
+    run_options.add_arguments(parser)
     return parser
 
 
@@ -216,24 +238,34 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         if args.bins < 1:
             raise InputError(f"--bins must be a positive integer, got {args.bins}")
         ci = bootstrap_spec(args)
+        if run_options.wants_run(args):  # a run's network on shifted or new data (metacal/evaluate_run.py)
+            run_options.print_result(*run_options.run_request(args, InputError), args.json)
+            return 0
         names = calibrator_names(args.calibrators, bool(args.calib))
         files = prediction_files(args.predictions)
         if args.plot and len(files) > 1:
             raise InputError(f"--plot needs one PRED.npz; {args.predictions} holds {len(files)} "
                              f"({', '.join(f.name for f in files)})")
         calib = load_predictions(args.calib) if args.calib else None
+        ood = load_predictions(args.ood) if args.ood else None
         preds = {file.name: load_predictions(file) for file in files}
         for pred in preds.values():  # every file is checked before the (slower) fits
             if calib is not None and calib.num_classes != pred.num_classes:
                 raise InputError(f"--calib file has K = {calib.num_classes} classes but predictions have "
                                  f"K = {pred.num_classes}")
+            if ood is not None and ood.num_classes != pred.num_classes:
+                raise InputError(f"--ood file has K = {ood.num_classes} classes but predictions have "
+                                 f"K = {pred.num_classes}")
         fitted = fit_calibrators(calib, names, args.bins) if calib is not None else None
         results = {name: evaluate(pred, args.bins, calib, fitted, ci=ci) for name, pred in preds.items()}
+        if ood is not None:
+            for name, pred in preds.items():
+                results[name].update(ood_result(pred, ood))
         if args.plot:
             pred = preds[files[0].name]
             plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name, bands=ci,
                              smooth=True)
-    except (InputError, ValueError, FileNotFoundError, OSError) as exc:
+    except (InputError, ValueError, FileNotFoundError, OSError, UnknownNameError) as exc:
         print(f"{prog}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     single = not Path(args.predictions).is_dir()

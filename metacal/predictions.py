@@ -4,7 +4,12 @@ The file holds ``labels`` (N integers in [0, K)) and either ``logits`` (N×K) or
 [0, 1], rows summing to 1 within ``PROB_SUM_ATOL``); if both are present, ``logits`` are used. An optional
 ``gamma`` (N,) holds the per-sample focal-loss γ that a γ-Net predicted for each sample. :meth:`Predictions.save`
 writes ``logits`` as float32 (or ``probs`` as float64), ``labels`` as int64 and ``gamma`` as float32 with
-``np.savez`` (uncompressed), atomically. The trainer, ``python -m metacal.evaluate``, ``metacal.report`` and
+``np.savez`` (uncompressed), atomically.
+
+Optional ``perturbed_logits`` (M×K) and ``perturbed_labels`` (M integers in [0, K)) hold the same split's
+predictions under input perturbations (mixed severities), for calibrators fitted on both such as perturbation
+temperature scaling; they are checked like the main arrays, must come together and are read into
+``Predictions.perturbed``. A probability-only companion is written as its log-probabilities. The trainer, ``python -m metacal.evaluate``, ``metacal.report`` and
 the ablation studies (``experiments.ablations`` in the checkout) all read it with :func:`load_predictions`.
 """
 
@@ -26,18 +31,20 @@ LOG_EPS = 1e-12
 @dataclass(frozen=True)
 class Predictions:
     """``probs`` (N×K float64), ``labels`` (N int64), ``logits`` (N×K, None when only probabilities exist),
-    ``gamma`` (N, None without a γ-Net). With logits, probs = softmax(logits) in float64."""
+    ``gamma`` (N, None without a γ-Net), ``perturbed`` (the same split under input perturbations, None when
+    absent). With logits, probs = softmax(logits) in float64."""
 
     probs: torch.Tensor
     labels: torch.Tensor
     logits: torch.Tensor | None = None
     gamma: torch.Tensor | None = None
+    perturbed: Predictions | None = None
 
     @classmethod
-    def from_logits(cls, logits: torch.Tensor, labels: torch.Tensor,
-                    gamma: torch.Tensor | None = None) -> Predictions:
+    def from_logits(cls, logits: torch.Tensor, labels: torch.Tensor, gamma: torch.Tensor | None = None,
+                    perturbed: Predictions | None = None) -> Predictions:
         """p_ik = exp(z_ik) / Σ_j exp(z_ij), computed in float64."""
-        return cls(torch.softmax(logits.double(), dim=1), labels.long(), logits, gamma)
+        return cls(torch.softmax(logits.double(), dim=1), labels.long(), logits, gamma, perturbed)
 
     @property
     def num_classes(self) -> int:
@@ -58,6 +65,9 @@ class Predictions:
         arrays["labels"] = self.labels.detach().cpu().numpy().astype(np.int64)
         if self.gamma is not None:
             arrays["gamma"] = self.gamma.detach().cpu().numpy().astype(np.float32)
+        if self.perturbed is not None:
+            arrays["perturbed_logits"] = self.perturbed.logits_for_scaling().detach().cpu().numpy().astype(np.float32)
+            arrays["perturbed_labels"] = self.perturbed.labels.detach().cpu().numpy().astype(np.int64)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_with_atomic(path, lambda buffer: np.savez(buffer, **arrays))
@@ -72,32 +82,55 @@ def load_predictions(path: str | Path) -> Predictions:
     key = "logits" if "logits" in arrays else "probs" if "probs" in arrays else None
     if key is None:
         raise ValueError(f"{path}: missing key 'logits' or 'probs' (found: {', '.join(sorted(arrays))})")
-    scores, labels = arrays[key], arrays["labels"]
+    scores, labels = _checked(path, arrays[key], arrays["labels"], key, "labels", None)
+    if key == "probs":
+        _check_probs(path, scores)
+    gamma = _gamma(path, arrays, scores.shape[0])
+    perturbed = _perturbed(path, arrays, scores.shape[1])
+    t_scores, t_labels = torch.from_numpy(scores), torch.from_numpy(labels)
+    if key == "logits":
+        return Predictions.from_logits(t_scores, t_labels, gamma, perturbed)
+    return Predictions(t_scores, t_labels, None, gamma, perturbed)
+
+
+def _checked(path: Path, scores: np.ndarray, labels: np.ndarray, key: str, label_key: str,
+             k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(scores as float64, labels as int64) after the checks of the module docstring: N×K numeric and finite
+    (K = ``k`` when given), N integer labels in [0, K); one-line ValueErrors naming ``path`` and the keys."""
     if scores.ndim != 2 or scores.shape[0] == 0 or scores.shape[1] < 2:
         raise ValueError(f"{path}: '{key}' must be N×K with N ≥ 1 and K ≥ 2, got shape {scores.shape}")
+    if k is not None and scores.shape[1] != k:
+        raise ValueError(f"{path}: '{key}' must have K = {k} columns like the main predictions, got {scores.shape}")
     if not _numeric(scores):
         raise ValueError(f"{path}: '{key}' must be numeric, got dtype {scores.dtype}")
     if labels.ndim != 1 or labels.shape[0] != scores.shape[0]:
-        raise ValueError(
-            f"{path}: 'labels' must have shape ({scores.shape[0]},) to match '{key}' {scores.shape}, got {labels.shape}"
-        )
+        raise ValueError(f"{path}: '{label_key}' must have shape ({scores.shape[0]},) to match '{key}' "
+                         f"{scores.shape}, got {labels.shape}")
     if not np.issubdtype(labels.dtype, np.integer):
         if not np.issubdtype(labels.dtype, np.floating) or not np.all(np.isfinite(labels)) or np.any(labels % 1):
-            raise ValueError(f"{path}: 'labels' must be integers, got dtype {labels.dtype}")
+            raise ValueError(f"{path}: '{label_key}' must be integers, got dtype {labels.dtype}")
     scores = scores.astype(np.float64)
     if not np.all(np.isfinite(scores)):
         bad = int((~np.isfinite(scores)).any(axis=1).sum())
         raise ValueError(f"{path}: '{key}' contains NaN or inf in {bad} row(s)")
     k = scores.shape[1]
     if labels.min() < 0 or labels.max() >= k:
-        raise ValueError(f"{path}: 'labels' must lie in [0, {k - 1}] for K = {k}, got [{labels.min()}, {labels.max()}]")
-    if key == "probs":
-        _check_probs(path, scores)
-    gamma = _gamma(path, arrays, scores.shape[0])
-    t_scores, t_labels = torch.from_numpy(scores), torch.from_numpy(labels.astype(np.int64))
-    if key == "logits":
-        return Predictions.from_logits(t_scores, t_labels, gamma)
-    return Predictions(t_scores, t_labels, None, gamma)
+        raise ValueError(f"{path}: '{label_key}' must lie in [0, {k - 1}] for K = {k}, got [{labels.min()}, "
+                         f"{labels.max()}]")
+    return scores, labels.astype(np.int64)
+
+
+def _perturbed(path: Path, arrays: dict[str, np.ndarray], k: int) -> Predictions | None:
+    """The optional ``perturbed_logits`` / ``perturbed_labels`` pair as a Predictions (both or neither)."""
+    have = [key for key in ("perturbed_logits", "perturbed_labels") if key in arrays]
+    if not have:
+        return None
+    if len(have) == 1:
+        missing = "perturbed_labels" if have == ["perturbed_logits"] else "perturbed_logits"
+        raise ValueError(f"{path}: '{have[0]}' without '{missing}'; store both or neither")
+    scores, labels = _checked(path, arrays["perturbed_logits"], arrays["perturbed_labels"], "perturbed_logits",
+                              "perturbed_labels", k)
+    return Predictions.from_logits(torch.from_numpy(scores), torch.from_numpy(labels))
 
 
 def _read_arrays(path: Path) -> dict[str, np.ndarray]:

@@ -166,3 +166,48 @@ def test_missing_file(tmp_path):
         load_predictions(tmp_path / "nope.npz")
     with pytest.raises(FileNotFoundError):
         load_predictions(tmp_path)  # a directory is not a predictions file
+
+
+PERTURBED = np.random.default_rng(1).normal(size=(4, 3))
+PERTURBED_LABELS = np.array([2, 2, 0, 1])
+
+
+def test_round_trip_perturbed_companion(tmp_path):
+    pert = Predictions.from_logits(torch.from_numpy(PERTURBED).float(), torch.from_numpy(PERTURBED_LABELS))
+    pred = Predictions.from_logits(torch.from_numpy(LOGITS).float(), torch.from_numpy(LABELS), perturbed=pert)
+    pred.save(tmp_path / "p.npz")
+    with np.load(tmp_path / "p.npz") as raw:
+        assert sorted(raw.files) == ["labels", "logits", "perturbed_labels", "perturbed_logits"]
+        assert raw["perturbed_logits"].dtype == np.float32 and raw["perturbed_labels"].dtype == np.int64
+    back = load_predictions(tmp_path / "p.npz")
+    assert back.perturbed is not None and back.perturbed.perturbed is None
+    np.testing.assert_array_equal(back.perturbed.logits.numpy(), PERTURBED.astype(np.float32))
+    np.testing.assert_array_equal(back.perturbed.labels.numpy(), PERTURBED_LABELS)
+    torch.testing.assert_close(back.perturbed.probs, torch.softmax(back.perturbed.logits, 1))
+    assert load_predictions(_write(tmp_path, logits=LOGITS, labels=LABELS)).perturbed is None
+    # a probability-only companion is written as ln p, which gives back the same probabilities
+    probs_only = Predictions(torch.from_numpy(UNIFORM), torch.from_numpy(LABELS),
+                             perturbed=Predictions(torch.full((2, 3), 1 / 3, dtype=torch.float64), torch.tensor([0, 1])))
+    probs_only.save(tmp_path / "q.npz")
+    torch.testing.assert_close(load_predictions(tmp_path / "q.npz").perturbed.probs,
+                               torch.full((2, 3), 1 / 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"perturbed_logits": PERTURBED}, "'perturbed_logits' without 'perturbed_labels'; store both or neither"),
+    ({"perturbed_labels": PERTURBED_LABELS}, "'perturbed_labels' without 'perturbed_logits'"),
+    ({"perturbed_logits": PERTURBED[:, :2], "perturbed_labels": PERTURBED_LABELS},
+     "'perturbed_logits' must have K = 3 columns like the main predictions, got (4, 2)"),
+    ({"perturbed_logits": PERTURBED, "perturbed_labels": PERTURBED_LABELS[:3]},
+     "'perturbed_labels' must have shape (4,) to match 'perturbed_logits' (4, 3), got (3,)"),
+    ({"perturbed_logits": np.where(np.eye(4, 3) > 0, np.nan, PERTURBED), "perturbed_labels": PERTURBED_LABELS},
+     "'perturbed_logits' contains NaN or inf in 3 row(s)"),
+    ({"perturbed_logits": PERTURBED, "perturbed_labels": np.array([0, 1, 3, 0])},
+     "'perturbed_labels' must lie in [0, 2] for K = 3, got [0, 3]"),
+    ({"perturbed_logits": PERTURBED, "perturbed_labels": np.array([0.5, 1, 2, 0])},
+     "'perturbed_labels' must be integers, got dtype float64"),
+])  # fmt: skip
+def test_bad_perturbed_arrays_are_one_line_value_errors(tmp_path, extra, needle):
+    with pytest.raises(ValueError) as info:
+        load_predictions(_write(tmp_path, logits=LOGITS, labels=LABELS, **extra))
+    assert needle in str(info.value) and "\n" not in str(info.value)

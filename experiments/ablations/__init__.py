@@ -4,7 +4,7 @@ meta_signal, meta_horizon.
 
 Shared pieces: ``runner`` (train method variants through metacal.train), ``page`` (Markdown + CSV + figures),
 ``study`` (options, registry), ``true_calibration`` and ``estimators`` (ground truth on gaussian_mixture),
-``corruptions`` (image corruptions for the shift study), ``correlation`` (Pearson r).
+``correlation`` (Pearson r).
 """
 
 from . import (  # noqa: F401  (register the studies)

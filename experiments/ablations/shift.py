@@ -11,12 +11,14 @@ import torch
 
 from metacal import metrics
 from metacal.posthoc import TemperatureScaling
+from metacal.data.corruptions import SEVERITIES, corrupt
 from metacal.report.labels import method_label
 
-from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from .page import Column, Section, Table, line_panels, save_figure, write_page
 from .runner import Variant, build_bundle, fashion_mnist_setting, predict_logits, stack
 from .study import STUDIES, StudyOptions, train_all
+
+CORRUPTIONS = ("gaussian_noise", "gaussian_blur", "contrast", "brightness", "pixelate")  # this study's five families
 
 QUICK_METHODS = ("ce",)  # Fashion-MNIST loading + the trainer's evaluation dominate: one method
 FULL_METHODS = ("ce", "focal", "flsd53", "ls_005", "dual_focal", "bsce_gra", "flgamma_sece")
@@ -82,7 +84,7 @@ def run(opts: StudyOptions):
                                                  Column("severity", "severity")] + metric_cols)
     intro = [f"Methods (configs/fashion_mnist method files) trained on {setting.label}; model after the last epoch. "
              f"Test set: {'the first ' + str(n_test) if n_test else 'all ' + str(len(labels))} Fashion-MNIST test "
-             "images, corrupted on the fly (experiments/ablations/corruptions.py) in pixel space [0, 1] before the "
+             "images, corrupted on the fly (metacal/data/corruptions.py) in pixel space [0, 1] before the "
              "dataset's normalisation. TS: one temperature per model fitted by NLL on the clean validation split. "
              "ECE = 15-bin equal-width."]
     sections = [Section("Mean over the five corruptions, per severity", tables=[summary_t],

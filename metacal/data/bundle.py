@@ -30,6 +30,10 @@ class DataSubset(Subset):
     def targets(self) -> torch.Tensor:
         return torch.as_tensor(self.dataset.targets)[self._index]
 
+    def narrowed(self, positions: torch.Tensor) -> "DataSubset":
+        """The samples at ``positions`` of this subset, one level deep over the same dataset."""
+        return DataSubset(self.dataset, self._index[positions])
+
     @property
     def posteriors(self) -> torch.Tensor:
         base = getattr(self.dataset, "posteriors", None)
@@ -45,7 +49,8 @@ class DataBundle:
     ``train``/``val``/``meta_val`` come from the official training set (8:1:1 by default, seeded);
     ``test`` is the official test set, or None when a user's data has none (``image_folder`` without
     ``test/``, ``arrays`` without ``x_test``). ``input_shape`` is (C, H, W) for images, (C, L) for
-    sequences, the feature shape for ``arrays``.
+    sequences, the feature shape for ``arrays``. ``ood`` holds the test samples of the classes left out by
+    ``in_classes`` (:mod:`metacal.data.class_split`; original labels), else None.
     """
 
     name: str
@@ -59,6 +64,7 @@ class DataBundle:
     std: tuple[float, ...]
     classes: list[str] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    ood: Dataset | None = None
 
     @property
     def in_channels(self) -> int:
@@ -88,7 +94,7 @@ def subset_split(bundle: DataBundle, size: int, seed: int, split: str = "train")
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
     keep = perm[:size].sort().values
     if isinstance(data, DataSubset):  # stay one level deep: index the underlying dataset directly
-        subset = DataSubset(data.dataset, data.index[keep])
+        subset = data.narrowed(keep)
     else:
         subset = DataSubset(data, keep)
     return replace(bundle, **{split: subset}, info={**bundle.info, f"{split}_subset": size})

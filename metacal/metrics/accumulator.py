@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -76,7 +76,7 @@ class CalibrationAccumulator:
     def correct(self) -> torch.Tensor:
         return (self.probs.argmax(dim=1) == self.labels).float()
 
-    def compute(self) -> dict[str, float]:
+    def compute(self) -> dict[str, Any]:
         if not self._probs:
             raise ValueError("CalibrationAccumulator.compute() called before any update()")
         return summary(self.probs, self.labels, self.num_bins)

@@ -25,7 +25,9 @@ subtracts that bias, lies below θ̂ (often clipped at 0); the percentile interv
 :func:`outside_note` says so in one line (the evaluate table's footnote; docs/conventions.md#intervals).
 
 Which metrics: every one of ``summary`` except the binning-free estimators, i.e. error, NLL, Brier, ECE, MCE,
-ACE, RMSCE, ECE-sweep, debiased L2 CE and classwise ECE — all B resamples, batched (:mod:`.weighted`: the
+ACE, RMSCE, ECE-sweep, debiased L2 CE, classwise ECE and the selective-prediction numbers (AURC, AUGRC and, keyed
+flat, ``risk_at_coverage@0.8``, ``risk_at_coverage@0.9``, ``coverage_at_risk@0.01``, ``coverage_at_risk@0.05``;
+:mod:`.selective`) — all B resamples, batched (:mod:`.weighted`: the
 resamples as count weights, a block of rows at a time), exactly the values ``summary`` gives on each resample.
 Skipped (listed under ``"skipped"``): SECE, O(N²) per resample; KDE-ECE, N kernels on a 2049-point grid with the
 bandwidth refitted per resample (≈ 1 s each per resample at N = 10,000); smECE, one relplot bandwidth search per
@@ -41,6 +43,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from .inputs import array_inputs, check_num_bins, check_probs_labels
+from .selective import flatten as flatten_selective
 from .weighted import SQUARED_L2_KEY, WEIGHTED_KEYS, WeightedSample
 
 SKIPPED_KEYS = ("sece", "kde_ece", "smece")  # summary's binning-free estimators (module docstring)
@@ -156,8 +159,10 @@ def bootstrap_intervals(probs: torch.Tensor, labels: torch.Tensor, num_bins: int
 
 def estimates_outside(ci: Mapping[str, Any], estimates: Mapping[str, float]) -> dict[str, str]:
     """{metric: ``"above"`` or ``"below"``} for every metric of a ``"ci"`` object (:func:`bootstrap_intervals`)
-    whose estimate (``summary``'s value) lies outside its own interval, in ``WEIGHTED_KEYS`` order."""
+    whose estimate (``summary``'s value; its nested selective dicts are read by the flat keys) lies outside its own
+    interval, in ``WEIGHTED_KEYS`` order."""
     out = {}
+    estimates = {**estimates, **flatten_selective(estimates)}
     for key in WEIGHTED_KEYS:
         if key in ci and key in estimates:
             (low, high), value = ci[key], float(estimates[key])

@@ -12,12 +12,13 @@ from .calibration import calibration_error_from_confidence, debiased_l2_ce_from_
 from .classwise import classwise_ece
 from .inputs import array_inputs, check_num_bins, check_probs_labels, top_label
 from .kde import kde_ece_from_confidence
+from .selective import selective_from_confidence
 from .scores import brier, nll
 from .smooth import sece_metric_from_confidence, smece_from_confidence
 
 SUMMARY_KEYS = (
     "n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep", "debiased_l2_ce",
-    "classwise_ece", "sece", "kde_ece", "smece",
+    "classwise_ece", "sece", "kde_ece", "smece", "aurc", "augrc", "risk_at_coverage", "coverage_at_risk",
 )  # fmt: skip
 BINNING_FREE_KEYS = ("sece", "kde_ece", "smece")  # SECE and KDE-ECE are O(N²): ~1 s each at N = 10,000
 
@@ -33,7 +34,8 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15, binni
     count (Roelofs et al. 2022); debiased_l2_ce: equal width, sqrt(max(Ê², 0)) with Kumar, Liang & Ma 2019's bias
     correction (metrics.calibration); classwise_ece: every class on its own probability (Wang & Golebiowski 2024,
     eq. 14) — all with ``num_bins`` bins except ece_sweep. sece: hard accuracy, h = 0.01. kde_ece, smece:
-    binning-free.
+    binning-free. aurc, augrc, risk_at_coverage ({"0.8", "0.9"}), coverage_at_risk ({"0.01", "0.05"}): selective
+    prediction on the top-label confidence (:mod:`metacal.metrics.selective`; nested dicts for the last two).
 
     ``ci`` (a :class:`BootstrapSpec`, or True for its defaults B = 1000, level 0.9, seed 0, basic intervals) adds
     ``"ci"``: bootstrap intervals (:func:`metacal.metrics.bootstrap.bootstrap_intervals`).
@@ -62,6 +64,7 @@ def summary(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 15, binni
     }
     if binning_free:
         out.update(_binning_free(conf, correct))
+    out.update(selective_from_confidence(conf, correct))
     if spec is not None:
         out["ci"] = bootstrap_intervals(probs, labels, num_bins, spec, binning_free)
     return out

@@ -13,6 +13,9 @@ resample with indices idx has w_i = #{j : idx_j = i}. For every row, each metric
   R_u = Σ_{v<u} W_v. Bin m of M holds the groups with ⌊mN/M⌋ ≤ R_u < ⌊(m+1)N/M⌋ — ``binning.mass_bin_index``'s
   rule, a tie group goes to the bin of its lowest rank — so its sums are differences of prefix sums at
   e_m = first u with R_u ≥ ⌊mN/M⌋ (a batched searchsorted): O(B·M) per bin count, no sort per resample.
+* The selective-prediction numbers (AURC, AUGRC, risk at coverage, coverage at risk; metrics.selective) need
+  only the same tie groups' weighted counts and errors, most confident first: cumulative sums give every
+  resample's risk–coverage curve at once (a group of weight 0 adds no point to that resample's curve).
 
 All arithmetic in float64; bin indices are computed in the input's dtype, as ``summary`` does.
 """
@@ -27,10 +30,12 @@ import torch
 from .binning import width_bin_index
 from .inputs import check_num_bins, check_probs_labels, top_label
 from .scores import NLL_EPS
+from .selective import FLAT_KEYS as SELECTIVE_FLAT_KEYS
+from .selective import curve_summaries
 
-# metrics computed here, in metacal.metrics.summary's key order
+# metrics computed here, in metacal.metrics.summary's key order (the selective ones flat: "risk_at_coverage@0.8")
 WEIGHTED_KEYS = ("error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep", "debiased_l2_ce",
-                 "classwise_ece")  # fmt: skip
+                 "classwise_ece", *SELECTIVE_FLAT_KEYS)  # fmt: skip
 SQUARED_L2_KEY = "debiased_l2_ce_squared"  # also computed: Ê² unclipped (the basic interval's pivot, .bootstrap)
 
 
@@ -95,6 +100,8 @@ class WeightedSample:
         mass = _MassBins(self, weights)
         out["ace"] = mass.l1(torch.full((weights.shape[0],), m))
         out["ece_sweep"] = mass.l1(mass.sweep())
+        # selective prediction: the same tie groups, most confident first (metrics.selective.curve_summaries)
+        out.update(curve_summaries(mass.group_w.flip(1), (mass.group_w - mass.group_hits).flip(1), n))
         return {key: out[key] for key in (*WEIGHTED_KEYS, SQUARED_L2_KEY)}
 
     def own_metrics(self) -> dict[str, torch.Tensor]:

@@ -44,6 +44,7 @@ import torch
 from metacal.metrics.inputs import array_inputs
 from metacal.objectives._inputs import check_logits_targets
 
+from ._checks import refuse_probabilities
 from .newton import NEWTON_MAX_CLASSES, fit_newton
 
 TOLERANCE_GRAD = 1e-7  # the fit stops when every |∂L/∂θ| is below this
@@ -208,6 +209,7 @@ class AffineCalibrator:
     @array_inputs("logits", "labels")
     def fit(self, logits: torch.Tensor, labels: torch.Tensor) -> "AffineCalibrator":
         check_finite_logits(logits, labels)
+        refuse_probabilities(logits, self.name)
         n, k = logits.shape
         if k < 2:
             raise ValueError(f"{self.name} needs K ≥ 2 classes, got K = {k}")

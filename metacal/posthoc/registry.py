@@ -11,8 +11,14 @@ them alike: ``fit_calibrator(name, val)`` then ``apply_calibrator(name, fitted, 
 | matrix | MS-ODIR | logits | matrix scaling, ODIR with λ = μ by 5-fold CV |
 | dirichlet | Dir-ODIR | logits (ln p) | Dirichlet calibration, ODIR with λ = μ by 5-fold CV |
 | isotonic | Iso | probs | one-vs-rest isotonic regression, renormalised |
+| ets | ETS | logits | ensemble temperature scaling: T, then simplex weights, both by squared error |
+| ts_perturbed | TS-pert. | logits + perturbed | temperature scaling by NLL on clean + perturbed predictions |
 
 "logits" calibrators get ``Predictions.logits_for_scaling()`` (ln p when a file holds only probabilities).
+``ts_perturbed`` also needs ``Predictions.perturbed`` (the npz keys ``perturbed_logits``, ``perturbed_labels``);
+:func:`available` with ``for_predictions=`` lists only the calibrators a given Predictions can fit, and
+asking for ``ts_perturbed`` on predictions without that companion is a one-line ValueError.
+:func:`save_state` / :func:`load_state` store and rebuild a fitted calibrator without refitting.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from metacal.predictions import Predictions
 from metacal.registry import Registry
 
 from .dirichlet import DirichletCalibration
+from .ensemble_ts import EnsembleTemperatureScaling
 from .histogram import HistogramBinning
 from .isotonic import IsotonicCalibration
 from .matrix import MatrixScaling
+from .perturbed_ts import PerturbationTemperatureScaling
 from .temperature import TemperatureScaling
 from .vector import VectorScaling
 
@@ -43,6 +51,7 @@ class CalibratorSpec:
     input: str  # "logits" or "probs": what fit() and transform() take
     build: Callable[[int], Any]  # num_bins → unfitted calibrator
     min_samples: Callable[[int], int]  # K → fewest fitting samples accepted
+    needs_perturbed: bool = False  # fitted on Predictions.perturbed too
 
     def __call__(self, num_bins: int = 15) -> Any:
         return self.build(num_bins)
@@ -75,11 +84,22 @@ _add(CalibratorSpec("dirichlet", "Dir-ODIR", "Dirichlet calibration (ODIR)", "lo
                     lambda m: DirichletCalibration(), DirichletCalibration.min_samples))
 _add(CalibratorSpec("isotonic", "Iso", "isotonic regression (one-vs-rest)", "probs",
                     lambda m: IsotonicCalibration(), IsotonicCalibration.min_samples))
+_add(CalibratorSpec("ets", "ETS", "ensemble temperature scaling", "logits",
+                    lambda m: EnsembleTemperatureScaling(), _at_least_one))
+_add(CalibratorSpec("ts_perturbed", "TS-pert.", "perturbation temperature scaling", "logits",
+                    lambda m: PerturbationTemperatureScaling(), _at_least_one, needs_perturbed=True))
+
+NO_PERTURBED = ("{description} needs perturbed validation predictions: evaluate a run directory with --shift "
+                "(python -m metacal.evaluate runs/<r> --shift corruptions), or add perturbed_logits and "
+                "perturbed_labels to VAL.npz")
 
 
-def available() -> list[str]:
-    """Every calibrator name, in the order of the table above (the evaluate CLI's column order)."""
-    return list(_ORDER)
+def available(for_predictions: Predictions | None = None) -> list[str]:
+    """Every calibrator name, in the order of the table above (the evaluate CLI's column order); with
+    ``for_predictions``, only those that can be fitted on it (``ts_perturbed`` needs ``.perturbed``)."""
+    if for_predictions is None:
+        return list(_ORDER)
+    return [name for name in _ORDER if not spec(name).needs_perturbed or for_predictions.perturbed is not None]
 
 
 def spec(name: str) -> CalibratorSpec:
@@ -101,9 +121,18 @@ def _inputs(name: str, pred: Predictions) -> torch.Tensor:
 
 
 def fit_calibrator(name: str, val: Predictions, num_bins: int = 15) -> Any:
-    """The calibrator ``name`` fitted on ``val`` (checks the sample count first)."""
+    """The calibrator ``name`` fitted on ``val`` (checks the sample count and, for ``ts_perturbed``, that
+    ``val.perturbed`` exists first)."""
     check_fit_size(name, val.labels.shape[0], val.num_classes)
-    return spec(name)(num_bins).fit(_inputs(name, val), val.labels)
+    if not spec(name).needs_perturbed:
+        return spec(name)(num_bins).fit(_inputs(name, val), val.labels)
+    if val.perturbed is None:
+        raise ValueError(NO_PERTURBED.format(description=spec(name).description))
+    if val.perturbed.num_classes != val.num_classes:
+        raise ValueError(f"perturbed predictions have K = {val.perturbed.num_classes} classes, the clean ones "
+                         f"K = {val.num_classes}")
+    return spec(name)(num_bins).fit(_inputs(name, val), val.labels, _inputs(name, val.perturbed),
+                                    val.perturbed.labels)
 
 
 def apply_calibrator(name: str, fitted: Any, pred: Predictions) -> torch.Tensor:
@@ -126,9 +155,31 @@ def calibrate(name: str, val: Predictions, test: Predictions, num_bins: int = 15
 
 
 def fitted_params(fitted: Any) -> dict[str, float]:
-    """The fitted hyperparameters worth printing: T (temperature scaling), λ and μ (ODIR maps); else {}."""
+    """The fitted hyperparameters worth printing: T (temperature scaling, also on perturbed data), T and the
+    weights w_ts, w_raw, w_uniform (ETS), λ and μ (ODIR maps); else {}."""
+    if isinstance(fitted, EnsembleTemperatureScaling):
+        w = [float(v) for v in fitted.weights]
+        return {"temperature": float(fitted.temperature), "w_ts": w[0], "w_raw": w[1], "w_uniform": w[2]}
     if isinstance(fitted, TemperatureScaling):
         return {"temperature": float(fitted.temperature)}
     if isinstance(fitted, (MatrixScaling, DirichletCalibration)):
         return {"reg_lambda": fitted.reg_lambda_used, "reg_mu": fitted.reg_mu_used}
     return {}
+
+
+def save_state(name: str, fitted: Any) -> dict[str, Any]:
+    """``fitted.state_dict()`` (plain floats, strings and CPU tensors) plus ``"calibrator": name``; enough for
+    :func:`load_state` to rebuild the same ``transform`` without refitting (``torch.save`` can store it)."""
+    spec(name)
+    return {"calibrator": name, **fitted.state_dict()}
+
+
+def load_state(name: str, state: dict[str, Any]) -> Any:
+    """The calibrator ``name`` rebuilt from :func:`save_state`'s dict; a state saved for another name is a
+    one-line ValueError."""
+    saved = state.get("calibrator", name)
+    if saved != name:
+        raise ValueError(f"state was saved for calibrator {saved!r}, not {name!r}")
+    calibrator = spec(name)()
+    calibrator.load_state_dict({key: value for key, value in state.items() if key != "calibrator"})
+    return calibrator

@@ -12,8 +12,9 @@ Fitting criteria (docs/conventions.md#posthoc):
 * ``"sbece"`` (Karandikar et al. 2021, §5.2, "TS-SB-ECE"): the same grid search minimising the soft-binned ECE of
   softmax(z/T), computed by ``metacal.objectives.sbece``.
 
-Always fit on logits, never on probabilities (torch-uncertainty #179, netcal #55); with probabilities only,
-pass log-probabilities as logits (softmax(log p / T) ∝ p^(1/T)).
+Always fit on logits, never on probabilities (torch-uncertainty #179, netcal #55); ``fit`` refuses input whose
+every row lies in [0, 1] and sums to 1 (:mod:`metacal.posthoc._checks`). With probabilities only, pass
+log-probabilities as logits (softmax(log p / T) ∝ p^(1/T)).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import torch
 from metacal.metrics.calibration import calibration_error_from_confidence
 from metacal.metrics.inputs import array_inputs
 from metacal.objectives._inputs import check_logits_targets
+
+from ._checks import refuse_probabilities
 
 METHODS = ("nll", "ece_grid", "sbece")
 T_MIN, T_MAX = 1e-2, 1e2
@@ -102,6 +105,7 @@ class TemperatureScaling:
         check_logits_targets(logits, labels)
         if not bool(torch.isfinite(logits).all()):
             raise ValueError("logits contain NaN or inf; remove or fix those rows")
+        refuse_probabilities(logits, "temperature scaling")
         z = logits.detach().double()
         y = labels.to(z.device).long()
         if self.method == "nll":

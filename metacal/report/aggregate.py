@@ -77,7 +77,7 @@ def run_numbers(run: Run, num_bins: int = 15, hb_bins: int = 15, posthoc: bool =
         row.update(split_metrics(test, num_bins))
         row["from_predictions"] = 1.0
         if posthoc and run.has_predictions("val"):
-            row.update(posthoc_metrics(run.predictions("val"), test, num_bins, hb_bins, calibrators, notes))
+            row.update(posthoc_metrics(run.validation_for_posthoc(), test, num_bins, hb_bins, calibrators, notes))
     else:
         saved = (run.metrics or {}).get("test", {})
         row.update({k: float(saved[k]) for k in TEST_KEYS if isinstance(saved.get(k), (int, float))})

@@ -38,9 +38,11 @@ def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Name
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds every method should have (default: all seeds found under RUN_ROOT)")
     ap.add_argument("--calibrators", default="all", metavar="NAMES",
-                    help="post-hoc calibrators of the 'ECE after …' columns: all (default), none, or a comma-separated "
-                         f"subset of {','.join(available_calibrators())} (matrix, dirichlet: 5-fold CV per run, "
-                         "a few seconds each; ts_nll also gives the temperature the claim section reads)")
+                    help="post-hoc calibrators of the 'ECE after …' columns: all (default: every one fitted on "
+                         "predictions/val.npz alone), none, or a comma-separated subset of "
+                         f"{','.join(available_calibrators())} (matrix, dirichlet: 5-fold CV per run, a few seconds "
+                         "each; ts_nll also gives the temperature the claim section reads; ts_perturbed needs "
+                         "`python -m metacal.evaluate RUN --shift SUITE` first)")
     ap.add_argument("--discussion", default=None, metavar="MD",
                     help="Markdown file with the authors' interpretation, appended as the page's Discussion")
     return ap.parse_args(argv)

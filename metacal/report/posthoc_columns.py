@@ -12,6 +12,11 @@ that run and a note saying why; any other failure is an error of the run. Temper
 NaN for runs that saved only probabilities (histogram binning and isotonic regression read probabilities; the
 other maps read ln p then, as the evaluate CLI does).
 
+Perturbation temperature scaling (``ts_perturbed``) is a column only when asked for (``--calibrators``): it needs
+perturbed validation predictions, which ``python -m metacal.evaluate <run> --shift SUITE`` saves as
+shift/val_<suite>.npz; a run without them gives NaN and a note. Ensemble temperature scaling (``ets``) is a
+default column.
+
 Cost: matrix scaling and Dirichlet calibration choose λ = μ by 5-fold cross-validation over the 7-value ODIR
 grid (metacal.posthoc.odir), i.e. 36 fits per run each; they dominate a report's run time
 (``--calibrators`` leaves them out).
@@ -47,6 +52,8 @@ def column_header(name: str) -> str:
 
 
 ALL: tuple[str, ...] = tuple(registry.available())
+# the default columns: every calibrator fitted on predictions/val.npz alone (not perturbation TS, module docstring)
+DEFAULT: tuple[str, ...] = tuple(n for n in ALL if not registry.spec(n).needs_perturbed)
 POSTHOC_KEYS: tuple[str, ...] = tuple(column_key(n) for n in ALL)
 
 
@@ -55,7 +62,7 @@ def parse_calibrators(text: str) -> tuple[str, ...]:
     order, duplicates dropped; anything else raises a one-line ValueError listing the valid names."""
     words = [w.strip() for w in text.split(",") if w.strip()]
     if words == ["all"]:
-        return ALL
+        return DEFAULT
     if words == ["none"]:
         return ()
     unknown = [w for w in words if w not in ALL]
@@ -66,8 +73,8 @@ def parse_calibrators(text: str) -> tuple[str, ...]:
 
 
 def check_calibrators(names: Sequence[str] | None) -> tuple[str, ...]:
-    """``names`` checked against the registry and put in registry order (None → all)."""
-    return ALL if names is None else parse_calibrators(",".join(names) if names else "none")
+    """``names`` checked against the registry and put in registry order (None → the default columns)."""
+    return DEFAULT if names is None else parse_calibrators(",".join(names) if names else "none")
 
 
 def posthoc_metrics(
@@ -95,6 +102,11 @@ def posthoc_metrics(
             out[TEMPERATURE_KEYS[name]] = math.nan
             if val.logits is None or test.logits is None:
                 continue
+        if registry.spec(name).needs_perturbed and val.perturbed is None:
+            if notes is not None:
+                notes.append(f"ECE after {column_label(name)}: no perturbed validation predictions; run python -m "
+                             "metacal.evaluate <run> --shift SUITE first (it saves shift/val_<suite>.npz)")
+            continue
         try:
             registry.check_fit_size(name, n_val, k)
         except ValueError as exc:
@@ -126,7 +138,10 @@ def describe(calibrators: Sequence[str], hb_bins: int = 15) -> str:
                  "choose λ = μ by 5-fold cross-validation.")
     if "isotonic" in selected:
         text += " Isotonic regression is one-vs-rest, renormalised (Zadrozny & Elkan 2002)."
-    left_out = [column_label(n) for n in ALL if n not in selected]
+    if "ets" in selected:
+        text += (" ETS mixes the temperature-scaled, the uncalibrated and the uniform prediction (Zhang, Kailkhura & "
+                 "Han 2020).")
+    left_out = [column_label(n) for n in DEFAULT if n not in selected]
     if left_out:
         text += f" Not computed (`--calibrators`): {', '.join(left_out)}."
     return text

@@ -129,6 +129,13 @@ class Run:
     def predictions(self, split: str) -> Predictions:
         return load_predictions(self.predictions_path(split))
 
+    def validation_for_posthoc(self) -> Predictions:
+        """predictions/val.npz, or, when ``python -m metacal.evaluate <run> --shift SUITE`` has saved it, the same
+        predictions with their perturbed copy (shift/val_<suite>.npz, the first by name), which perturbation TS
+        is fitted on."""
+        saved = sorted((self.path / "shift").glob("val_*.npz"))
+        return load_predictions(saved[0]) if saved else self.predictions("val")
+
     def epoch_times(self) -> list[float]:
         """``time_s`` of every epoch record that has one."""
         return [float(r["time_s"]) for r in self.history if isinstance(r.get("time_s"), (int, float))]

@@ -1,10 +1,10 @@
 """The trainer's configuration schema (dataclasses checked by OmegaConf) and its YAML loader.
 
-A config file is YAML (read by OmegaConf, so ``5e-4`` is a float) with the sections below.
+A config file is YAML 1.2 (metacal/train/yaml_loader.py: ``5e-4`` is a float, ``no`` is text) with the sections below.
 ``base: ../base.yaml`` (a path, or a list of paths, relative to the file) names files merged underneath
 it, so per-method files share one base per dataset; a circular chain is refused. Everything merges with
 ``OmegaConf.merge``: mappings key by key, lists and scalars replaced. Dotted overrides
-(``optim.lr=0.05``, ``OmegaConf.from_dotlist``) are applied last. Merging into the structured
+(``optim.lr=0.05``, values read as YAML 1.2) are applied last. Merging into the structured
 :class:`Config` checks every key and type; any failure is one :class:`ConfigError` line naming the key
 (for an unknown key also the valid keys of its section). Free-form mappings (``loss.params``,
 ``model.options`` …) are handed to the component's constructor, which validates them.
@@ -32,6 +32,7 @@ from metacal.registry import unknown_name
 from metacal.train.epoch_eval import SELECT_BY
 from metacal.train.optim import OPTIMIZERS
 from metacal.train.schedules import SCHEDULES
+from metacal.train.yaml_loader import load_yaml
 from metacal.train.schema import (  # noqa: F401  (re-exported: the schema is part of this API)
     Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, MetaConfig, ModelConfig, OptimConfig,
     RunConfig, ScheduleConfig,
@@ -59,18 +60,20 @@ CHOICES = {
 
 
 def _read_yaml(path: Path) -> DictConfig:
-    """One file through OmegaConf's YAML loader (which also reads ``5e-4`` as a float)."""
+    """One file, read with YAML 1.2 scalars (metacal/train/yaml_loader.py: ``no`` is text, ``5e-4`` a float)."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        node = OmegaConf.load(path)
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
-    except OSError as err:  # unreadable, or OmegaConf's "Invalid loaded object type" for a top-level scalar
-        raise ConfigError(f"{path}: {err.strerror or 'the top level must be a mapping of sections'}") from None
-    if not isinstance(node, DictConfig):
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot be read ({getattr(err, 'strerror', None) or err})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
-    return node
+    return OmegaConf.create(data)
 
 
 def load_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> DictConfig:
@@ -88,18 +91,21 @@ def load_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> DictConfig:
 
 
 def _parse_overrides(overrides: list[str]) -> DictConfig:
-    """``["optim.lr=0.05", "meta.objective=dece"]`` → a config; values are YAML (``[100,200]``, ``null``)."""
-    layers = [OmegaConf.create()]
+    """``["optim.lr=0.05", "meta.objective=dece"]`` → a config; values are YAML 1.2 (``[100,200]``, ``null``, and
+    ``no`` is text: metacal/train/yaml_loader.py), read by the same loader as the files."""
+    node = OmegaConf.create()
     for item in overrides:
-        key, sep, _ = item.partition("=")
-        # OmegaConf would set a key without "=" to None, and take "optim..lr" as key "" in optim
-        if not sep or "" in key.strip().split("."):
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        # a key without "=" would be set to None, and "optim..lr" taken as key "" in optim
+        if not sep or "" in key.split("."):
             raise ConfigError(f"override {item!r} must look like section.key=value (e.g. optim.lr=0.05)")
         try:
-            layers.append(OmegaConf.from_dotlist([item]))
+            value = load_yaml(text)
         except yaml.YAMLError as err:
             raise ConfigError(f"override {item!r}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
-    return OmegaConf.merge(*layers)  # type: ignore[return-value]
+        OmegaConf.update(node, key, value, merge=True)
+    return node
 
 
 def _unknown_key(err: ConfigKeyError) -> str:

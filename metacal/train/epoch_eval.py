@@ -53,7 +53,7 @@ def predict(
     return Predictions.from_logits(torch.cat(logits_all), torch.cat(labels_all), gamma)
 
 
-def summarize(pred: Predictions, num_bins: int = 15, binning_free: bool = True) -> dict[str, float]:
+def summarize(pred: Predictions, num_bins: int = 15, binning_free: bool = True) -> dict[str, Any]:
     """metacal.metrics.summary on the softmax probabilities, plus γ mean/std when a γ-Net ran."""
     out = _plain(metrics.summary(pred.probs, pred.labels, num_bins=num_bins, binning_free=binning_free))
     if pred.gamma is not None and pred.gamma.numel() > 0:
@@ -73,9 +73,12 @@ def after_temperature_scaling(val: Predictions, test: Predictions, num_bins: int
     return out
 
 
-def _plain(values: dict[str, Any]) -> dict[str, float | int]:
-    """JSON-ready numbers: counts stay ints (n, num_classes), the rest floats."""
-    return {k: (int(v) if k in ("n", "num_classes") else float(v)) for k, v in values.items()}
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """JSON-ready numbers: counts stay ints (n, num_classes), the rest floats; nested dicts (the selective
+    ``risk_at_coverage`` and ``coverage_at_risk``) keep their shape with float values."""
+    return {k: (int(v) if k in ("n", "num_classes") else
+                {level: float(x) for level, x in v.items()} if isinstance(v, dict) else float(v))
+            for k, v in values.items()}
 
 
 #: ``eval.select_by``: the validation metric whose lowest value selects the epoch.

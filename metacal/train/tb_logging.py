@@ -1,7 +1,8 @@
 """TensorBoard logging on the main process (a no-op object elsewhere or when disabled).
 
 Tags (per epoch): ``train/loss``, ``train/lr``, ``train/meta_objective``, ``train/gamma_hist``,
-``train/gamma_mean``, ``{val,test}/{error,nll,ece,mce,ace,…}``, ``{val,test}/gamma_mean`` and
+``train/gamma_mean``, ``{val,test}/{error,nll,ece,mce,ace,…,aurc,augrc}``, ``{val,test}/risk_at_coverage@0.8`` (a nested metric as
+``<key>@<inner key>``), ``{val,test}/gamma_mean`` and
 ``{val,test}/gamma_std`` (Wang & Golebiowski 2024, Fig. 3c–d: γ the γ-Net predicts for held-out samples),
 ``test/reliability`` (image), and the hparams summary with the final metrics. Per meta step (this
 process's batch): ``step/meta_objective``, ``step/gamma_mean``, ``step/gamma_max``,
@@ -35,7 +36,11 @@ class TBLogger:
         for key, value in values.items():
             if key in ("n", "num_classes"):
                 continue
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, Mapping):  # e.g. risk_at_coverage {"0.8": …} → val/risk_at_coverage@0.8
+                for level, inner in value.items():
+                    if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+                        self.writer.add_scalar(f"{prefix}/{key}@{level}", float(inner), step)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.writer.add_scalar(f"{prefix}/{key}", float(value), step)
 
     def step_scalars(self, out: Any, step: int) -> None:

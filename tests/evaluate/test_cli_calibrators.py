@@ -11,6 +11,7 @@ import torch
 from metacal.evaluate import main
 from metacal.metrics import SUMMARY_KEYS, summary
 from metacal.posthoc import DirichletCalibration, IsotonicCalibration, MatrixScaling, VectorScaling, registry
+from metacal.predictions import load_predictions
 
 
 def make_npz(path, n=400, k=4, seed=0, sharpen=2.5):
@@ -33,7 +34,8 @@ def test_json_reports_every_calibrator(tmp_path, capsys):
     code, out, err = run([test, "--calib", val, "--json"], capsys)
     assert code == 0 and err == ""
     result = json.loads(out)
-    for name in registry.available():
+    assert "after_ts_perturbed" not in result  # a plain VAL.npz has no perturbed predictions: left out
+    for name in registry.available(for_predictions=load_predictions(val)):
         assert set(result[f"after_{name}"]) == set(SUMMARY_KEYS), name
         assert result[f"after_{name}"]["ece"] < 0.5 * result["ece"], name  # over-confident by 2.5×
     t, v = np.load(test), np.load(val)
@@ -48,7 +50,8 @@ def test_json_reports_every_calibrator(tmp_path, capsys):
     params = result["calibrator_params"]
     assert params["ts_nll"]["temperature"] == pytest.approx(result["temperature_nll"])
     assert params["matrix"]["reg_lambda"] == params["matrix"]["reg_mu"] in (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
-    assert set(params) == {"ts_nll", "ts_ece", "matrix", "dirichlet"}
+    assert set(params) == {"ts_nll", "ts_ece", "matrix", "dirichlet", "ets"}
+    assert set(params["ets"]) == {"temperature", "w_ts", "w_raw", "w_uniform"}
 
 
 def test_table_has_a_column_per_calibrator_and_subset(tmp_path, capsys):
@@ -64,7 +67,7 @@ def test_table_has_a_column_per_calibrator_and_subset(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["too few", "class mismatch", "nan logits", "inf logits", "unknown name",
-                                  "no calib", "empty list"])
+                                  "no calib", "empty list", "no perturbed"])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case):
     test = make_npz(tmp_path / "t.npz", k=4)
     val = make_npz(tmp_path / "v.npz", k=4, seed=3)
@@ -80,6 +83,10 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case):
         needle = "NaN or inf in 1 row"
     elif case == "unknown name":
         extra, needle = ["--calibrators", "vector,platt"], "unknown post-hoc calibrator 'platt'; available: ts_nll, ts_ece"
+    elif case == "no perturbed":
+        extra, needle = ["--calibrators", "ts_perturbed"], ("perturbation temperature scaling needs perturbed "
+                                                            "validation predictions: evaluate a run directory with "
+                                                            "--shift")
     elif case == "no calib":
         extra, needle = ["--calibrators", "vector"], "--calibrators needs --calib"
     else:

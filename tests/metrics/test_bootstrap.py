@@ -11,6 +11,7 @@ import torch
 
 import metacal.metrics as M
 from metacal.metrics.bootstrap import SKIPPED_KEYS, percentile_interval, resample_indices
+from metacal.metrics.selective import FLAT_KEYS, NESTED_KEYS, flatten
 from metacal.metrics.weighted import WEIGHTED_KEYS, WeightedSample
 
 
@@ -29,7 +30,10 @@ def make(n: int, k: int, seed: int, ties: bool = False) -> tuple[torch.Tensor, t
 
 def test_metric_sets_are_summary_minus_the_binning_free_ones():
     assert SKIPPED_KEYS == M.BINNING_FREE_KEYS
-    assert WEIGHTED_KEYS == tuple(k for k in M.SUMMARY_KEYS if k not in ("n", "num_classes", *SKIPPED_KEYS))
+    assert WEIGHTED_KEYS == tuple(k for k in M.SUMMARY_KEYS if k not in ("n", "num_classes", *SKIPPED_KEYS,
+                                                                      *NESTED_KEYS)) + FLAT_KEYS[2:]
+    assert FLAT_KEYS == ("aurc", "augrc", "risk_at_coverage@0.8", "risk_at_coverage@0.9", "coverage_at_risk@0.01",
+                         "coverage_at_risk@0.05")
 
 
 @pytest.mark.parametrize("n, k, bins, ties, bootstrap", [
@@ -44,12 +48,14 @@ def test_batched_replicates_equal_a_loop_of_summary_calls(n, k, bins, ties, boot
     assert index.shape == (bootstrap, n)
     for b in range(bootstrap):
         expected = M.summary(probs[index[b]], labels[index[b]], bins, binning_free=False)
+        expected.update(flatten(expected))  # the selective numbers under their flat keys
         for key in WEIGHTED_KEYS:
             assert replicates[key][b].item() == pytest.approx(expected[key], abs=1e-12), (b, key)
     # all-ones weights reproduce the metrics of the data itself
     sample = WeightedSample(probs, labels, bins)
     own = sample.metrics(torch.ones(1, n, dtype=torch.float64))
     plain = M.summary(probs, labels, bins, binning_free=False)
+    plain.update(flatten(plain))
     assert all(own[key].item() == pytest.approx(plain[key], abs=1e-12) for key in WEIGHTED_KEYS)
 
 
@@ -97,6 +103,7 @@ def test_ci_object_shape_determinism_and_summary_companion():
     assert ci["skipped"] == ["sece", "kde_ece", "smece"]
     replicates = M.bootstrap_replicates(probs, labels, 10, spec)
     plain = M.summary(probs, labels, 10, binning_free=False)
+    plain.update(flatten(plain))
     pct = M.bootstrap_intervals(probs, labels, 10, M.BootstrapSpec(200, 0.8, seed=7, method="percentile"))
     assert pct["method"] == "percentile"
     for key in WEIGHTED_KEYS:

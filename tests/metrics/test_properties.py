@@ -40,7 +40,9 @@ def test_summary_keys_and_values_agree_with_single_metrics():
     s = M.summary(probs, labels, num_bins=10)
     assert tuple(s) == M.SUMMARY_KEYS
     assert set(s) == {"n", "num_classes", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep",
-                      "debiased_l2_ce", "classwise_ece", "sece", "kde_ece", "smece"}  # fmt: skip
+                      "debiased_l2_ce", "classwise_ece", "sece", "kde_ece", "smece", "aurc", "augrc",
+                      "risk_at_coverage", "coverage_at_risk"}  # fmt: skip
+    assert s["aurc"] == pytest.approx(M.selective_summary(probs, labels)["aurc"], abs=1e-15)
     assert s["n"] == 800 and s["num_classes"] == 6
     assert s["ece"] == pytest.approx(M.ece(probs, labels, 10).item(), abs=1e-12)
     assert s["ace"] == pytest.approx(M.ace(probs, labels, 10).item(), abs=1e-12)
@@ -49,7 +51,9 @@ def test_summary_keys_and_values_agree_with_single_metrics():
     assert s["debiased_l2_ce"] == pytest.approx(M.debiased_l2_ce(probs, labels, 10).item(), abs=1e-12)
     assert s["debiased_l2_ce"] < s["rmsce"]  # the correction only subtracts
     assert s["nll"] == pytest.approx(torch.nn.functional.nll_loss(probs.log(), labels).item(), abs=1e-12)
-    assert all(isinstance(v, float) and math.isfinite(v) for k, v in s.items() if k not in ("n", "num_classes"))
+    numbers = [*(v for k, v in s.items() if k not in ("n", "num_classes", "risk_at_coverage", "coverage_at_risk")),
+               *s["risk_at_coverage"].values(), *s["coverage_at_risk"].values()]
+    assert len(numbers) == len(s) - 2 + 2 and all(isinstance(v, float) and math.isfinite(v) for v in numbers)
     # the trainer's cheap per-epoch view: the same numbers without the binning-free estimators
     cheap = M.summary(probs, labels, num_bins=10, binning_free=False)
     assert M.BINNING_FREE_KEYS == ("sece", "kde_ece", "smece")

@@ -1,15 +1,17 @@
 """The post-hoc calibrator registry: names and order, every calibrator fitted and applied through it on
-over-confident predictions (probabilities out, ECE down), sample-count and class-count checks."""
+over-confident predictions (probabilities out, ECE down), sample-count and class-count checks, which
+calibrators a Predictions supports (perturbed companion), state save/load round trips, probabilities refused."""
 
 import pytest
 import torch
 
 from metacal.metrics import ece
-from metacal.posthoc import registry
+from metacal.posthoc import TemperatureScaling, registry
 from metacal.predictions import Predictions
 from metacal.registry import UnknownNameError
 
-NAMES = ["ts_nll", "ts_ece", "hb", "vector", "matrix", "dirichlet", "isotonic"]
+NAMES = ["ts_nll", "ts_ece", "hb", "vector", "matrix", "dirichlet", "isotonic", "ets", "ts_perturbed"]
+LOGIT_NAMES = ["ts_nll", "ts_ece", "vector", "matrix", "dirichlet", "ets", "ts_perturbed"]
 
 
 def overconfident(n, k, seed, sharpen=2.5):
@@ -19,15 +21,21 @@ def overconfident(n, k, seed, sharpen=2.5):
     return Predictions.from_logits(z * sharpen, y)
 
 
+def with_perturbed(pred, perturbed):
+    return Predictions(pred.probs, pred.labels, pred.logits, pred.gamma, perturbed)
+
+
 @pytest.fixture(scope="module")
 def val_test():
-    return overconfident(1500, 4, seed=0), overconfident(3000, 4, seed=1)
+    """Val carries a perturbed companion from the same over-confident model (a different draw)."""
+    return with_perturbed(overconfident(1500, 4, seed=0), overconfident(1000, 4, seed=3)), overconfident(3000, 4, seed=1)
 
 
 def test_names_order_and_labels():
     assert registry.available() == NAMES
-    assert [registry.spec(n).label for n in NAMES] == ["TS", "TS-ECE", "HB", "VS", "MS-ODIR", "Dir-ODIR", "Iso"]
-    with pytest.raises(UnknownNameError, match="unknown post-hoc calibrator 'platt'; available: dirichlet, hb"):
+    assert [registry.spec(n).label for n in NAMES] == ["TS", "TS-ECE", "HB", "VS", "MS-ODIR", "Dir-ODIR", "Iso", "ETS",
+                                                       "TS-pert."]
+    with pytest.raises(UnknownNameError, match="unknown post-hoc calibrator 'platt'; available: dirichlet, ets, hb"):
         registry.spec("platt")
 
 
@@ -66,3 +74,80 @@ def test_too_few_samples_and_class_mismatch(val_test):
     for name in ("vector", "matrix", "dirichlet", "isotonic"):
         with pytest.raises(ValueError, match="K = 4 classes"):
             registry.apply_calibrator(name, registry.fit_calibrator(name, val), other_k)
+
+
+def test_available_for_predictions_and_perturbed_refusal(val_test):
+    val, _ = val_test
+    plain = Predictions.from_logits(val.logits, val.labels)
+    assert registry.available(for_predictions=val) == NAMES
+    assert registry.available(for_predictions=plain) == NAMES[:-1]  # all but ts_perturbed
+    with pytest.raises(ValueError) as info:
+        registry.fit_calibrator("ts_perturbed", plain)
+    assert str(info.value) == (
+        "perturbation temperature scaling needs perturbed validation predictions: evaluate a run directory with "
+        "--shift (python -m metacal.evaluate runs/<r> --shift corruptions), or add perturbed_logits and "
+        "perturbed_labels to VAL.npz")
+    other_k = with_perturbed(plain, overconfident(50, 3, seed=4))
+    with pytest.raises(ValueError, match="perturbed predictions have K = 3 classes, the clean ones K = 4"):
+        registry.fit_calibrator("ts_perturbed", other_k)
+
+
+def test_ts_perturbed_is_nll_temperature_scaling_on_the_concatenation(val_test):
+    val, _ = val_test
+    fitted = registry.fit_calibrator("ts_perturbed", val)
+    joined = torch.cat([val.logits, val.perturbed.logits]), torch.cat([val.labels, val.perturbed.labels])
+    assert fitted.temperature == TemperatureScaling().fit(*joined).temperature
+    # direct check: a golden-section search over T of the joint mean NLL finds the same T
+    z, y = joined
+    lo, hi = 0.5, 10.0
+    for _ in range(200):
+        a, b = lo + 0.382 * (hi - lo), hi - 0.382 * (hi - lo)
+        fa = torch.nn.functional.cross_entropy(z / a, y)
+        fb = torch.nn.functional.cross_entropy(z / b, y)
+        lo, hi = (lo, b) if fa < fb else (a, hi)
+    assert fitted.temperature == pytest.approx(lo, rel=1e-5)
+    # a perturbed companion far less confident than the clean one pulls T up
+    soft = with_perturbed(val, Predictions.from_logits(val.perturbed.logits * 0.2, val.perturbed.labels))
+    assert registry.fit_calibrator("ts_perturbed", soft).temperature < fitted.temperature
+    flat = overconfident(1000, 4, seed=5, sharpen=2.5)
+    noisy = with_perturbed(val, Predictions.from_logits(flat.logits, flat.labels[torch.randperm(1000)]))
+    assert registry.fit_calibrator("ts_perturbed", noisy).temperature > fitted.temperature + 0.5
+    assert registry.fitted_params(fitted) == {"temperature": fitted.temperature}
+
+
+def test_ets_fitted_params(val_test):
+    val, _ = val_test
+    ets = registry.fit_calibrator("ets", val)
+    params = registry.fitted_params(ets)
+    assert list(params) == ["temperature", "w_ts", "w_raw", "w_uniform"]
+    assert params["temperature"] == ets.temperature and params["w_ts"] + params["w_raw"] + params["w_uniform"] == \
+        pytest.approx(1.0, abs=1e-15)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_save_and_load_state_round_trip_bit_for_bit(val_test, name, tmp_path):
+    val, test = val_test
+    fitted = registry.fit_calibrator(name, val)
+    torch.save(registry.save_state(name, fitted), tmp_path / "state.pt")
+    state = torch.load(tmp_path / "state.pt")
+    assert state["calibrator"] == name
+    rebuilt = registry.load_state(name, state)
+    assert type(rebuilt) is type(fitted)
+    assert torch.equal(registry.apply_calibrator(name, rebuilt, test), registry.apply_calibrator(name, fitted, test))
+    rebuilt_direct = type(fitted)() if name != "hb" else registry.spec("hb")()
+    rebuilt_direct.load_state_dict(fitted.state_dict())  # the class's own state_dict / load_state_dict
+    assert torch.equal(registry.apply_calibrator(name, rebuilt_direct, test),
+                       registry.apply_calibrator(name, fitted, test))
+    wrong = "ts_nll" if name != "ts_nll" else "hb"
+    with pytest.raises(ValueError, match=f"state was saved for calibrator '{name}', not '{wrong}'"):
+        registry.load_state(wrong, state)
+
+
+@pytest.mark.parametrize("name", LOGIT_NAMES)
+def test_logit_calibrators_refuse_probabilities(val_test, name):
+    val, _ = val_test
+    as_logits = Predictions.from_logits(val.probs, val.labels)  # probabilities stored as if they were logits
+    as_logits = with_perturbed(as_logits, Predictions.from_logits(val.perturbed.logits, val.perturbed.labels))
+    with pytest.raises(ValueError, match=r"got probabilities \(every row in \[0, 1\] summing to 1\); pass logits, "
+                                         r"or log-probabilities \(ln p\) if only probabilities exist$"):
+        registry.fit_calibrator(name, as_logits)

@@ -88,3 +88,40 @@ def test_bad_inputs():
         TemperatureScaling().fit(torch.tensor([[0.0, float("nan")]]), torch.tensor([0]))
     with pytest.raises(ValueError, match="targets"):
         TemperatureScaling().fit(torch.zeros(3, 2), torch.tensor([0, 1, 2]))
+
+
+def test_probabilities_as_logits_are_refused_and_real_logits_are_not():
+    g = torch.Generator().manual_seed(7)
+    z = torch.randn(500, 4, generator=g, dtype=torch.float64) * 3.0
+    y = torch.multinomial(torch.softmax(z / 3.0, 1), 1, generator=g).squeeze(1)
+    message = (r"^temperature scaling got probabilities \(every row in \[0, 1\] summing to 1\); pass logits, or "
+               r"log-probabilities \(ln p\) if only probabilities exist$")
+    with pytest.raises(ValueError, match=message):
+        TemperatureScaling().fit(torch.softmax(z, 1), y)
+    with pytest.raises(ValueError, match=message):
+        TemperatureScaling().fit(torch.softmax(z, 1).float(), y)  # float32 rows sum to 1 within 1e-6 too
+    # rows in [0, 1] that do not sum to 1, or a single row of a single class, are not taken for probabilities
+    TemperatureScaling().fit(torch.softmax(z, 1) * 0.9, y)
+    TemperatureScaling().fit(torch.tensor([[1.0]]), torch.tensor([0]))
+    # ln p is accepted and gives the temperature of the logits (softmax(ln p / T) = softmax(z / T))
+    assert TemperatureScaling().fit(torch.log_softmax(z, 1), y).temperature == pytest.approx(
+        TemperatureScaling().fit(z, y).temperature, rel=1e-6)
+
+
+@pytest.mark.parametrize("case", ["binary", "one_class", "one_hot"])
+def test_edge_cases_give_finite_temperature_and_probabilities(case):
+    g = torch.Generator().manual_seed(8)
+    z = torch.randn(300, 2 if case == "binary" else 3, generator=g, dtype=torch.float64) * 4.0
+    y = torch.multinomial(torch.softmax(z / 2.0, 1), 1, generator=g).squeeze(1)
+    if case == "one_class":
+        y = torch.zeros_like(y)
+    if case == "one_hot":  # confidence exactly 1.0: softmax of ±1e4 logits
+        z = torch.nn.functional.one_hot(z.argmax(1), 3).double() * 1e4
+    ts = TemperatureScaling().fit(z, y)
+    probs = ts.transform(z)
+    assert 1e-2 <= ts.temperature <= 1e2 and bool(torch.isfinite(probs).all())
+    torch.testing.assert_close(probs.sum(1), torch.ones(300, dtype=torch.float64), atol=1e-12, rtol=0)
+    nll = torch.nn.functional.cross_entropy(z / ts.temperature, y)
+    assert bool(torch.isfinite(nll)) and nll <= torch.nn.functional.cross_entropy(z, y) + 1e-12
+    if case == "binary":  # labels drawn at temperature 2 from ×4 logits: T near 2
+        assert 1.5 < ts.temperature < 2.7

@@ -13,11 +13,12 @@ from metacal.posthoc import registry
 from metacal.predictions import load_predictions
 from metacal.report.aggregate import aggregate, run_numbers
 from metacal.report.cli import main as report_main  # what scripts/report.py runs
-from metacal.report.posthoc_columns import column_key, parse_calibrators
+from metacal.report.posthoc_columns import ALL, column_key, parse_calibrators
 from metacal.report.runs import find_runs, read_run
 
-NEW = ("vector", "matrix", "dirichlet", "isotonic")
+NEW = ("vector", "matrix", "dirichlet", "isotonic", "ets")
 HEADERS = {"vector": "ECE after VS (%)", "matrix": "ECE after MS-ODIR (%)", "dirichlet": "ECE after Dir-ODIR (%)",
+           "ets": "ECE after ETS (%)",
            "isotonic": "ECE after Iso (%)"}
 
 
@@ -108,7 +109,8 @@ def test_only_the_selected_calibrators_are_fitted(three_seeds, monkeypatch):
     assert numbers["ece_isotonic"] == pytest.approx(_independent_ece(three_seeds / "ce" / "seed0", "isotonic"),
                                                     rel=1e-12)
     assert numbers["t_nll"] > 1.5  # ×3 logits: the claim's temperature still comes with ts_nll
-    assert all(math.isnan(numbers[column_key(n)]) for n in registry.available() if n not in ("isotonic", "ts_nll"))
+    assert all(math.isnan(numbers[column_key(n)]) for n in ALL if n not in ("isotonic", "ts_nll"))
+    assert column_key("ts_perturbed") not in numbers  # needs perturbed predictions: never a report column
 
 
 def test_probs_only_runs_fit_the_new_maps_on_log_probs(tmp_path, run_writer):
@@ -128,7 +130,7 @@ def test_cli_option_selects_the_columns(three_seeds, tmp_path):
     fields = next(csv.reader(open(out.with_suffix(".csv"))))
     assert "ece_vector_mean" in fields and "ece_isotonic_mean" in fields
     assert not any(f.startswith(("ece_matrix", "ece_dirichlet", "ece_ts_nll", "ece_hb")) for f in fields)
-    assert "Not computed (`--calibrators`): TS-NLL, TS-grid, HB, MS-ODIR, Dir-ODIR." in text
+    assert "Not computed (`--calibrators`): TS-NLL, TS-grid, HB, MS-ODIR, Dir-ODIR, ETS." in text
     assert "--calibrators isotonic,vector,vector" in text  # the regeneration command keeps the choice
     assert report_main([str(three_seeds), "--out", str(out), "--calibrators", "none"]) == 0
     header, _ = _table(out.read_text())
@@ -136,7 +138,8 @@ def test_cli_option_selects_the_columns(three_seeds, tmp_path):
 
 
 def test_parse_calibrators():
-    assert parse_calibrators("all") == tuple(registry.available())
+    assert parse_calibrators("all") == ALL == ("ts_nll", "ts_ece", "hb", "vector", "matrix", "dirichlet", "isotonic",
+                                               "ets")  # ts_perturbed needs perturbed predictions runs lack
     assert parse_calibrators("none") == ()
     assert parse_calibrators(" dirichlet , ts_nll,hb ") == ("ts_nll", "hb", "dirichlet")
 

@@ -39,7 +39,8 @@ def test_markdown_columns_and_cells():
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     assert header == ["Method", "Seeds", "Error (%)", "NLL", "ECE (%)", "MCE (%)", "ACE (%)", "Classwise ECE (%)",
                       "ECE after TS-NLL (%)", "ECE after TS-grid (%)", "ECE after HB (%)", "ECE after VS (%)",
-                      "ECE after MS-ODIR (%)", "ECE after Dir-ODIR (%)", "ECE after Iso (%)", "s/epoch"]
+                      "ECE after MS-ODIR (%)", "ECE after Dir-ODIR (%)", "ECE after Iso (%)", "ECE after ETS (%)",
+                      "s/epoch"]
     assert len(lines) == 2 + len(ROWS)
     ce = [c.strip() for c in lines[2].strip("|").split("|")]
     assert ce[:5] == ["CE", "3", "13.000 ± 3.606", "0.320 ± 0.020", "5.000 ± 3.000"]  # by hand, sample std

@@ -95,7 +95,7 @@ def test_override_values_are_yaml(tmp_path):
     (["data.root"], ["section.key=value"]),  # OmegaConf alone would set the Optional key to None
     (["optim..lr=3"], ["section.key=value"]),  # OmegaConf alone would take key '' inside optim
     (["=3"], ["section.key=value"]),
-    (["data.name=[oops"], ["override 'data.name=[oops': not valid YAML (did not find expected"]),
+    (["data.name=[oops"], ["override 'data.name=[oops': not valid YAML ("]),
 ])
 def test_bad_keys_and_values_name_the_key(tmp_path, overrides, fragments):
     path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n")

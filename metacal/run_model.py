@@ -1,0 +1,96 @@
+"""A finished run's network, rebuilt from its directory: the resolved config.yaml, the data it was trained on
+and the selected epoch's weights (``checkpoints/best``), on CPU or GPU, with nothing retrained.
+
+:func:`load_run` is what evaluating a run on shifted or new data starts from (:mod:`metacal.shift_eval`).
+Logits come from the network in eval mode over batches of the run's ``data.eval_batch_size``, in float32, as
+the trainer computed the run's own ``predictions/*.npz``: on the device that trained an fp32 run they are the
+same numbers (tests/evaluate/test_shift_eval.py checks the clean test set against predictions/test.npz).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from metacal.predictions import Predictions, load_predictions
+
+
+class RunError(ValueError):
+    """The directory is not a run that can be evaluated (one line, exit code 2 on the command line)."""
+
+
+@dataclass
+class LoadedRun:
+    """A run's config, data bundle, network (eval mode, on ``device``) and validation predictions."""
+
+    root: Path
+    cfg: Any  # metacal.train.config.Config
+    bundle: Any  # metacal.data.DataBundle
+    model: nn.Module
+    device: torch.device
+    val: Predictions  # predictions/val.npz: what the run's own temperature scaling was fitted on
+
+    @property
+    def metrics(self) -> dict[str, Any] | None:
+        """metrics.json (None when the run has not finished)."""
+        import json
+
+        path = self.root / "metrics.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    @torch.no_grad()
+    def logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        """float32 logits (CPU) of model-ready ``inputs`` (N, *input_shape), in batches of the run's
+        ``data.eval_batch_size``."""
+        out = []
+        for batch in torch.split(inputs, int(self.cfg.data.eval_batch_size)):
+            out.append(self.model(batch.to(self.device)).float().cpu())
+        if not out:
+            return torch.empty(0, self.bundle.num_classes)
+        return torch.cat(out)
+
+    def predictions(self, inputs: torch.Tensor, labels: torch.Tensor) -> Predictions:
+        return Predictions.from_logits(self.logits(inputs), labels.long())
+
+
+def check_run_dir(root: str | Path) -> Path:
+    """The run directory, or a one-line :class:`RunError` saying what is missing."""
+    root = Path(root)
+    if not root.is_dir():
+        raise RunError(f"{root} is not a directory (pass a run directory, runs/<name>)")
+    if not (root / "config.yaml").is_file():
+        raise RunError(f"{root} has no config.yaml: not a metacal run directory")
+    checkpoints = root / "checkpoints"
+    if not checkpoints.is_dir() or not any(p.name.startswith("ckpt-") for p in checkpoints.iterdir()):
+        raise RunError(f"{root} has no checkpoint to evaluate (it was trained with run.save_checkpoints=false, or "
+                       "did not finish an epoch); retrain it with checkpoints on")
+    if not (root / "predictions" / "val.npz").is_file():
+        raise RunError(f"{root} has no predictions/val.npz: the run did not finish (resume it with --resume)")
+    return root
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_run(root: str | Path, device: str | torch.device | None = None) -> LoadedRun:
+    """Rebuild the run in ``root`` (module docstring). One-line errors (:class:`RunError`, ConfigError,
+    FileNotFoundError, DataNotFoundError) for a directory that is not a finished run with a checkpoint, a
+    config that names data or a model from Python (:func:`metacal.fit`), or data that is not on this machine."""
+    from metacal.train import components
+    from metacal.train.config import load_config
+    from metacal.train.init_weights import load_initial_weights
+
+    root = check_run_dir(root)
+    cfg = load_config(root / "config.yaml")
+    components.check_buildable(cfg, how=f"metacal.fit(...) again; {root} cannot be rebuilt from its config")
+    bundle = components.build_data(cfg)
+    model = components.build_model(cfg, bundle, load_checkpoint=False)
+    load_initial_weights(model, root)  # checkpoints/best: the selected epoch (manifest-checked)
+    device = torch.device(device) if device is not None else default_device()
+    model.to(device).eval()
+    return LoadedRun(root, cfg, bundle, model, device, load_predictions(root / "predictions" / "val.npz"))
