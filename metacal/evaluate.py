@@ -61,7 +61,7 @@ from metacal.metrics.bootstrap import METHODS, estimates_outside, outside_note
 from metacal.metrics.selective import flatten as flatten_selective
 from metacal.plots.reliability import plot_reliability
 from metacal.posthoc import registry as calibrators
-from metacal import evaluate_run as run_options
+from metacal import evaluate_run_cli as run_options
 from metacal.evaluate_ood import format_ood_table, ood_result
 from metacal.predictions import Predictions, load_predictions
 from metacal.registry import UnknownNameError, unknown_name
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         if args.bins < 1:
             raise InputError(f"--bins must be a positive integer, got {args.bins}")
         ci = bootstrap_spec(args)
-        if run_options.wants_run(args):  # a run's network on shifted or new data (metacal/evaluate_run.py)
+        if run_options.wants_run(args):  # a run's network on shifted or new data (metacal/evaluate_run_cli.py)
             run_options.print_result(*run_options.run_request(args, InputError), args.json)
             return 0
         names = calibrator_names(args.calibrators, bool(args.calib))

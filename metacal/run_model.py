@@ -1,7 +1,9 @@
 """A finished run's network, rebuilt from its directory: the resolved config.yaml, the data it was trained on
 and the selected epoch's weights (``checkpoints/best``), on CPU or GPU, with nothing retrained.
 
-:func:`load_run` is what evaluating a run on shifted or new data starts from (:mod:`metacal.shift_eval`).
+:func:`load_run` is what evaluating a run on shifted or new data starts from (:mod:`metacal.shift_eval`);
+:func:`build_network` (the network alone, sized by the bundle or by the run's predictor.json) is also what
+:func:`metacal.load` starts from (:mod:`metacal.predictor`), which needs no data.
 Logits come from the network in eval mode over batches of the run's ``data.eval_batch_size``, in float32, as
 the trainer computed the run's own ``predictions/*.npz``: on the device that trained an fp32 run they are the
 same numbers (tests/evaluate/test_shift_eval.py checks the clean test set against predictions/test.npz).
@@ -42,19 +44,22 @@ class LoadedRun:
         path = self.root / "metrics.json"
         return json.loads(path.read_text()) if path.is_file() else None
 
-    @torch.no_grad()
     def logits(self, inputs: torch.Tensor) -> torch.Tensor:
         """float32 logits (CPU) of model-ready ``inputs`` (N, *input_shape), in batches of the run's
         ``data.eval_batch_size``."""
-        out = []
-        for batch in torch.split(inputs, int(self.cfg.data.eval_batch_size)):
-            out.append(self.model(batch.to(self.device)).float().cpu())
-        if not out:
-            return torch.empty(0, self.bundle.num_classes)
-        return torch.cat(out)
+        return batched_logits(self.model, inputs, int(self.cfg.data.eval_batch_size), self.device,
+                              self.bundle.num_classes)
 
     def predictions(self, inputs: torch.Tensor, labels: torch.Tensor) -> Predictions:
         return Predictions.from_logits(self.logits(inputs), labels.long())
+
+
+@torch.no_grad()
+def batched_logits(model: nn.Module, inputs: torch.Tensor, batch_size: int, device: torch.device,
+                   num_classes: int) -> torch.Tensor:
+    """float32 logits (CPU) of ``model`` on model-ready ``inputs``, in batches of ``batch_size`` on ``device``."""
+    out = [model(batch.to(device)).float().cpu() for batch in torch.split(inputs, batch_size)]
+    return torch.cat(out) if out else torch.empty(0, num_classes)
 
 
 def check_run_dir(root: str | Path) -> Path:
@@ -83,14 +88,23 @@ def load_run(root: str | Path, device: str | torch.device | None = None) -> Load
     config that names data or a model from Python (:func:`metacal.fit`), or data that is not on this machine."""
     from metacal.train import components
     from metacal.train.config import load_config
-    from metacal.train.init_weights import load_initial_weights
 
     root = check_run_dir(root)
     cfg = load_config(root / "config.yaml")
     components.check_buildable(cfg, how=f"metacal.fit(...) again; {root} cannot be rebuilt from its config")
     bundle = components.build_data(cfg)
-    model = components.build_model(cfg, bundle, load_checkpoint=False)
-    load_initial_weights(model, root)  # checkpoints/best: the selected epoch (manifest-checked)
     device = torch.device(device) if device is not None else default_device()
-    model.to(device).eval()
+    model = build_network(root, cfg, bundle, device)
     return LoadedRun(root, cfg, bundle, model, device, load_predictions(root / "predictions" / "val.npz"))
+
+
+def build_network(root: Path, cfg: Any, shapes: Any, device: torch.device) -> nn.Module:
+    """The run's network by ``model.name`` / ``model.options`` for ``shapes`` (a data bundle, or the run's
+    :class:`metacal.run_predictor.PredictorInfo`: ``num_classes``, ``in_channels``, ``input_shape``), with the
+    weights of ``checkpoints/best`` (the selected epoch, manifest-checked), on ``device`` in eval mode."""
+    from metacal.train import components
+    from metacal.train.init_weights import load_initial_weights
+
+    model = components.build_model(cfg, shapes, load_checkpoint=False)
+    load_initial_weights(model, root)
+    return model.to(device).eval()

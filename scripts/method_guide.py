@@ -1,15 +1,16 @@
 #!/usr/bin/env python
-"""The README's "Which method should I use?" section, generated from docs/results/*.csv.
+"""The method guide, generated from docs/results/*.csv: README's "Which method should I use?" block (compact)
+and docs/method_guide.md (every method).
 
-Thin wrapper of metacal/report/guide.py (options and exit codes: ``--help``).
+Thin wrapper of metacal/report/guide_cli.py (options and exit codes: ``--help``).
 
-    python scripts/method_guide.py --readme README.md           # rewrite the section between its markers
-    python scripts/method_guide.py --readme README.md --check   # exit 1 when it is stale
+    python scripts/method_guide.py --readme README.md   # rewrite README's block and docs/method_guide.md
+    python scripts/method_guide.py --check              # exit 1 when either is stale
 """
 
 import sys
 
-from metacal.report.guide import main
+from metacal.report.guide_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

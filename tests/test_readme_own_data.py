@@ -1,4 +1,4 @@
-"""README.md, "Your own data and model": every code block of the section runs as written, shortened.
+"""docs/own_data.md and README.md's "Your own data and model": every code block runs as written, shortened.
 
 The Python blocks run in order in one namespace (in this process), with ``metacal.fit`` given extra overrides
 that cut each run to one step of one epoch; each ``python -m metacal.train`` line of the bash blocks runs
@@ -29,10 +29,13 @@ SMALL_BATCHES = ["data.batch_size=8"]  # a meta run clamps its meta batch to the
 
 
 def section_blocks() -> list[tuple[str, str]]:
+    """The code blocks of docs/own_data.md (the whole page), then those of the README's section."""
+    page = (REPO / "docs" / "own_data.md").read_text()
     text = (REPO / "README.md").read_text()
     start = text.index("\n## Your own data and model\n")
     end = text.index("\n## ", start + 1)
-    return re.findall(r"```(python|bash)\n(.*?)```", text[start:end], flags=re.S)
+    return [*re.findall(r"```(python|bash)\n(.*?)```", page, flags=re.S),
+            *re.findall(r"```(python|bash)\n(.*?)```", text[start:end], flags=re.S)]
 
 
 def write_fixtures(cwd: Path) -> None:
@@ -74,6 +77,8 @@ def test_readme_own_data_section_runs(tmp_path, monkeypatch, capsys):
     commands = [line for lang, code in blocks if lang == "bash" for line in code.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
     assert len(commands) >= 3
+    configs = {argv[argv.index("--config") + 1] for argv in map(shlex.split, commands)}
+    assert {f"configs/own_data/{d}/{m}.yaml" for d in ("arrays", "image_folder") for m in ("ce", "auto_gamma")} <= configs
     for i, line in enumerate(commands):
         argv = shlex.split(line)
         assert argv[:3] == ["python", "-m", "metacal.train"], line

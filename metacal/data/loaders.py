@@ -2,7 +2,8 @@
 
 ``make_loader`` returns a plain :class:`torch.utils.data.DataLoader` (accelerate's ``prepare`` shards it
 across processes); its shuffling draws from a ``torch.Generator`` seeded with ``seed``, so epoch e
-of a run is the same permutation on every machine.
+of a run is the same permutation on every machine. With ``batched`` (default), an in-memory dataset is read
+a whole batch at a time (:mod:`metacal.data.batched`): the same samples in the same order, the same tensors.
 
 ``InfiniteLoader`` streams batches forever (for the meta-validation stream of the bilevel step): pass p
 is the permutation ``randperm(N)`` drawn from a generator seeded by (seed, p), so every pass is a fresh
@@ -22,6 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data import default_collate
 
+from .batched import as_batch, batched_view
 from .seeding import generator as seeded_generator
 
 
@@ -34,17 +36,26 @@ def seed_worker(worker_id: int) -> None:
 
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False,
                 num_workers: int = 0, pin_memory: bool | None = None,
-                collate_fn: Callable | None = None) -> DataLoader:
-    """A plain DataLoader with seeded shuffling and worker seeding; ``pin_memory`` defaults to CUDA availability."""
+                collate_fn: Callable | None = None, batched: bool = True) -> DataLoader:
+    """A plain DataLoader with seeded shuffling and worker seeding; ``pin_memory`` defaults to CUDA availability.
+    ``batched``: whole batches from an in-memory dataset (:func:`batch_source`)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+    dataset, collate_fn = batch_source(dataset, collate_fn, batched)
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
                       num_workers=num_workers,
                       pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
                       collate_fn=collate_fn, worker_init_fn=seed_worker if num_workers > 0 else None,
                       generator=torch.Generator().manual_seed(int(seed)), persistent_workers=num_workers > 0)
+
+
+def batch_source(dataset: Dataset, collate_fn: Callable | None, batched: bool) -> tuple[Dataset, Callable | None]:
+    """The dataset and collate function a loader reads: the :func:`~metacal.data.batched.batched_view` of an
+    in-memory dataset (with ``batched`` and no collate function of the caller's), else the dataset as given."""
+    view = batched_view(dataset) if batched and collate_fn is None else None
+    return (dataset, collate_fn) if view is None else (view, as_batch)
 
 
 def rank_batches(seed: int, num_samples: int, pass_index: int, batch_size: int, rank: int = 0,
@@ -81,12 +92,13 @@ class InfiniteLoader:
     """``next(loader)`` forever; a new seeded permutation every pass; resumable via ``state_dict``.
 
     ``drop_last`` (default True) drops each pass's incomplete final batch so all batches have
-    ``batch_size`` samples. ``num_workers``/``pin_memory``/``collate_fn`` behave as in DataLoader.
+    ``batch_size`` samples. ``num_workers``/``pin_memory``/``collate_fn`` behave as in DataLoader; ``batched`` as
+    in :func:`make_loader`.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, seed: int = 0, *, rank: int = 0, world_size: int = 1,
                  drop_last: bool = True, num_workers: int = 0, pin_memory: bool | None = None,
-                 collate_fn: Callable | None = None) -> None:
+                 collate_fn: Callable | None = None, batched: bool = True) -> None:
         n = len(dataset)  # type: ignore[arg-type]
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -107,7 +119,8 @@ class InfiniteLoader:
         self.num_samples = n
         self.num_workers = num_workers
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
-        self.collate_fn = collate_fn or default_collate
+        self.source, self.collate_fn = batch_source(dataset, collate_fn, batched)
+        self.collate_fn = self.collate_fn or default_collate
         self.pass_index, self.position = 0, 0
         self._iterator: Iterator | None = None
 
@@ -128,7 +141,7 @@ class InfiniteLoader:
     def _make_iterator(self) -> Iterator:
         stream = _BatchStream(self.seed, self.num_samples, self.batch_size, self.rank, self.world_size,
                               self.drop_last, self.pass_index, self.position)
-        loader = DataLoader(self.dataset, batch_sampler=stream, num_workers=self.num_workers,
+        loader = DataLoader(self.source, batch_sampler=stream, num_workers=self.num_workers,
                             pin_memory=self.pin_memory, collate_fn=self.collate_fn,
                             worker_init_fn=seed_worker if self.num_workers > 0 else None,
                             generator=seeded_generator(self.seed, self.pass_index, self.position))

@@ -178,6 +178,22 @@ def perturbed_split(bundle: DataBundle, suite: str, split: str = "val", seed: in
     return normalise(bundle, out), labels
 
 
+def default_suite(bundle: DataBundle) -> str:
+    """The one shift suite that applies to ``bundle`` (corruptions for in-memory images, mnist1d_natural for
+    MNIST-1D); a one-line ValueError for a dataset that has none."""
+    fitting = [n for n in SHIFT_SUITES.available() if SHIFT_SUITES.get(n)().applies(bundle)]
+    if not fitting:
+        raise ValueError(f"dataset {bundle.name!r} has no shift suite (suites: {', '.join(SHIFT_SUITES.available())})")
+    return fitting[0]
+
+
+def shifted_held_out(bundle: DataBundle, split: str, seed: int) -> torch.utils.data.TensorDataset:
+    """``split`` (meta_val or val) perturbed at mixed severities of its dataset's suite's fit families
+    (:func:`perturbed_split`), as a dataset: what ``meta.controller.measure_on: [meta_val_shifted]`` measures, the
+    training-time analogue of perturbation temperature scaling. The held-out families stay unseen."""
+    return torch.utils.data.TensorDataset(*perturbed_split(bundle, default_suite(bundle), split, seed))
+
+
 @OOD_SETS.register("digits")
 def _digits(bundle: DataBundle, seed: int = 0) -> torch.Tensor:
     if _is_image_bundle(bundle):
@@ -205,5 +221,5 @@ def ood_inputs(bundle: DataBundle, name: str, seed: int = 0) -> torch.Tensor:
         raise ValueError(unknown_name("OOD set", name, OOD_SETS.available()))
     return OOD_SETS.get(name)(bundle, seed)
 
-__all__ = ["OOD_SETS", "SHIFT_SUITES", "check_suite", "fit_families", "model_inputs", "ood_inputs",
-           "perturbed_split", "shifted_split", "suite_families"]
+__all__ = ["OOD_SETS", "SHIFT_SUITES", "check_suite", "default_suite", "fit_families", "model_inputs", "ood_inputs",
+           "perturbed_split", "shifted_held_out", "shifted_split", "suite_families"]

@@ -2,7 +2,7 @@
 
 Every loss follows the contract in :mod:`metacal.losses.base`. Registered names (defaults and sources are in
 each class docstring): ce, focal, flsd53, flsd52, flsc531, dual_focal, inverse_focal, adafocal,
-label_smoothing, l1_logit_norm, brier, mse, bsce, bsce_gra, focal_gra, dual_focal_gra, ce_mmce, mdca, sbece,
+label_smoothing, mbls, l1_logit_norm, brier, mse, bsce, bsce_gra, focal_gra, dual_focal_gra, ce_mmce, mdca, sbece,
 avuc, savuc, primary_plus_secondary, mixup, ce_learnable_l2.
 """
 
@@ -16,7 +16,7 @@ from . import focal  # noqa: F401  (registers ce, focal)
 from . import learnable_l2  # noqa: F401  (ce_learnable_l2)
 from . import flsd, dual_focal, inverse_focal, adafocal  # noqa: F401  (focal family)
 from . import uncertainty_weighted  # noqa: F401  (bsce, bsce_gra, focal_gra, dual_focal_gra)
-from . import label_smoothing, logit_norm, brier  # noqa: F401
+from . import label_smoothing, logit_norm, brier, margin_smoothing  # noqa: F401  (… mbls)
 from . import secondary, mixup  # noqa: F401  (primary + β·secondary presets, mixup)
 
 

@@ -42,13 +42,14 @@ from .root_finder import SignRootFinder
 #: ``reconfirm`` (after a move, wait for ``confirm`` new agreeing signs), ``max`` the scalar's upper end (None: the
 #: loss's own, 1 for label-smoothing ε, capped at 10 where the loss has none, focal γ), ``updates_per_epoch``,
 #: ``sample`` (samples per measurement; None: all) and ``measure_on`` (the held-out splits measured together:
-#: meta_val, val or both). ``meta.lr`` is the first step,
+#: meta_val, val or both, and their shifted copies meta_val_shifted, val_shifted). ``meta.lr`` is the first step,
 #: ``meta.gamma_net.init_gamma`` the start.
 CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "reconfirm": False,
                                        "max": None, "updates_per_epoch": 1, "sample": None,
                                        "measure_on": ["meta_val", "val"]}
-#: the splits ``meta.controller.measure_on`` may name
-MEASURABLE = ("meta_val", "val")
+#: the splits ``meta.controller.measure_on`` may name: the held-out splits, and each perturbed at mixed severities of
+#: its dataset's shift suite's fit families (metacal.data.shift_suites.shifted_held_out; docs/conventions.md#shift)
+MEASURABLE = ("meta_val", "val", "meta_val_shifted", "val_shifted")
 
 
 def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[SignRootFinder, dict[str, Any]]:
@@ -75,7 +76,7 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
         (opts["sample"] is None or (isinstance(opts["sample"], int) and not isinstance(opts["sample"], bool)),
          f"meta.controller.sample must be a whole number of held-out samples or null (all); got {opts['sample']!r}"),
         (measured_splits(opts["measure_on"]) is not None,
-         f"meta.controller.measure_on must list one or both of {', '.join(MEASURABLE)} once each; "
+         f"meta.controller.measure_on must list some of {', '.join(MEASURABLE)}, each once; "
          f"got {opts['measure_on']!r}"),
     ]
     for ok, message in checks:
@@ -92,8 +93,8 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
 
 
 def measured_splits(value: Any) -> tuple[str, ...] | None:
-    """``meta.controller.measure_on`` as a tuple of split names, or None when it is not one or both of
-    :data:`MEASURABLE` once each."""
+    """``meta.controller.measure_on`` as a tuple of split names, or None when it is not some of :data:`MEASURABLE`,
+    each once."""
     names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, Iterable) else ()
     ok = 0 < len(names) == len(set(names)) and all(isinstance(n, str) and n in MEASURABLE for n in names)
     return names if ok else None
@@ -126,7 +127,7 @@ def gap_sums(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tenso
 
 def gap_estimate(sums: torch.Tensor) -> tuple[float, float]:
     """ĝ and its standard error s = √(var/n), var the unbiased sample variance, from :func:`gap_sums`."""
-    total, squares, n = (float(v) for v in sums)
+    total, squares, n = sums.tolist()  # one host read
     if n < 2:
         raise ValueError(f"the calibration gap needs at least 2 samples, got {int(n)}")
     mean = total / n
@@ -160,6 +161,9 @@ class AutoScalar:
     """
 
     gamma_net = None
+    #: called before each update's measurement, the one point of an iteration that reads values to the host (the
+    #: trainer checks there that the steps so far stayed finite)
+    before_read: Callable[[], None] | None = None
 
     def __init__(self, model: nn.Module, loss: nn.Module, optimizer: Any, meta_val: Dataset,
                  finder: SignRootFinder, knob: str, *, steps_per_epoch: int, updates_per_epoch: int = 1,
@@ -220,6 +224,8 @@ class AutoScalar:
         if self.knob == "gamma":
             out.gamma = torch.full((targets.shape[0],), value)
         if (self.iteration - 1) % self.steps_per_epoch + 1 in self.points:
+            if self.before_read is not None:
+                self.before_read()
             started = time.perf_counter()
             gap, se = self.measure()
             seconds = time.perf_counter() - started

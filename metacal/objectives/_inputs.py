@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
+
 import torch
+
+#: Whether the caller vouches that every target lies in [0, K) (:func:`targets_in_range`).
+_IN_RANGE: ContextVar[bool] = ContextVar("targets_in_range", default=False)
+
+
+@contextmanager
+def targets_in_range(checked: bool = True) -> Iterator[None]:
+    """Within this block (when ``checked``), :func:`check_targets` skips its range check, the one check that
+    reads the targets back to the host (a device sync per call). For callers that checked every label of
+    their data once beforehand (the trainer, when each split's ``targets`` lie in [0, K)); dtype and shape are
+    still checked."""
+    token = _IN_RANGE.set(bool(checked) or _IN_RANGE.get())
+    try:
+        yield
+    finally:
+        _IN_RANGE.reset(token)
 
 
 def check_logits_targets(logits: torch.Tensor, targets: torch.Tensor) -> None:
@@ -28,7 +48,7 @@ def check_targets(targets: torch.Tensor, n: int, k: int | None, name: str = "tar
         raise ValueError(f"{rows} has {n} rows but {name} has {targets.shape[0]} entries; they must match")
     if n == 0 or k == 0:
         raise ValueError(f"need at least one sample and one class, got {n} samples and {k} classes")
-    if k is not None and not torch.compiler.is_compiling():
+    if k is not None and not torch.compiler.is_compiling() and not _IN_RANGE.get():
         lo, hi = torch.stack(torch.aminmax(targets)).tolist()  # one device sync per batch, not two
         if lo < 0 or hi >= k:
             raise ValueError(f"{name} must lie in [0, {k - 1}] for {k} classes, got values in [{lo}, {hi}]")

@@ -24,12 +24,13 @@ from tqdm.auto import tqdm
 
 from metacal.predictions import Predictions
 from metacal.report.labels import method_label, method_order
-from metacal.report.posthoc_columns import POSTHOC_KEYS, check_calibrators, column_key
+from metacal.report.posthoc_columns import DEFAULT, POSTHOC_KEYS, check_calibrators, column_key
 from metacal.report.posthoc_columns import posthoc_metrics as posthoc_metrics  # re-exported: callers import it here
 from metacal.report.runs import Run
 
 TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
-COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)
+ALL_COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)  # every column a row can hold
+COLUMN_KEYS = TEST_KEYS + tuple(column_key(n) for n in DEFAULT) + ("s_per_epoch",)  # the default table
 # aggregated like the columns but not in the main table (the claim section reads them)
 EXTRA_KEYS = ("overconfidence", "t_nll", "ece_val")
 
@@ -71,7 +72,7 @@ def run_numbers(run: Run, num_bins: int = 15, hb_bins: int = 15, posthoc: bool =
     """All table columns of one complete run (fractions; NaN where unavailable), ``from_predictions`` (1/0) and,
     with ``posthoc``, the ECE after each of ``calibrators`` (default all) and the fitted temperatures
     ``t_nll``/``t_grid``; why a calibrator gave NaN is appended to ``notes``."""
-    row = {k: math.nan for k in COLUMN_KEYS + EXTRA_KEYS}
+    row = {k: math.nan for k in ALL_COLUMN_KEYS + EXTRA_KEYS}
     if run.has_predictions("test"):
         test = run.predictions("test")
         row.update(split_metrics(test, num_bins))
@@ -159,7 +160,7 @@ def aggregate(
                 per_run=numbers,
                 notes=notes,
             )
-            for key in COLUMN_KEYS + EXTRA_KEYS:
+            for key in ALL_COLUMN_KEYS + EXTRA_KEYS:
                 row.stats[key] = mean_std([n.get(key, math.nan) for n in numbers.values()], ddof=ddof)
             rows.append(row)
     return rows

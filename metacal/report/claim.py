@@ -65,9 +65,11 @@ def _paired_text(d: PairedDiff, what: str = "Δ") -> str:
     return f"paired {what} {interval_text(d)} points over {seeds}"
 
 
-def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error", schedule: str | None = None) -> list[str]:
+def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error", schedule: str | None = None,
+                   per_seed: bool = True, regime: bool = True) -> list[str]:
     """The "claim under test" section: each part with its paired result, the verdict, the fixed-γ bar, then the
-    direction table."""
+    direction table. ``per_seed=False`` leaves out the fixed-γ bar's per-seed rows (:func:`oracle_per_seed`),
+    ``regime=False`` the regime line (a page that states them elsewhere)."""
     lines = ["## The claim under test", "",
              f"Wang & Golebiowski 2024: {method_label('flgamma_sece')} reaches the lowest ECE among training-time "
              f"methods with error within {100 * ERROR_MARGIN:.1f} points of {method_label('ce')}. Each run's checkpoint is its best "
@@ -97,7 +99,7 @@ def claim_markdown(rows: Sequence[MethodRow], select_by: str = "error", schedule
                      + ".")
     lines += ["", f"**Verdict on this data ({basis(rows, schedule)}): "
                   f"{verdict_phrase(result['verdict'], 'supported', 'not supported')}.**", ""]
-    lines += oracle_markdown(rows)
+    lines += oracle_markdown(rows, per_seed=per_seed, regime=regime)
     lines += direction_markdown(rows)
     return lines
 
@@ -152,11 +154,22 @@ def check_oracle(rows: Sequence[MethodRow], method: str = "flgamma_sece", baseli
             **{k: c.met for k, c in checks.items()}, "met": verdict.met}
 
 
-def oracle_markdown(rows: Sequence[MethodRow]) -> list[str]:
+def _oracle_results(rows: Sequence[MethodRow]) -> list[dict]:
+    return [r for r in (check_oracle(rows, m) for m in META_GAMMA) if r is not None]
+
+
+def oracle_per_seed(rows: Sequence[MethodRow]) -> list[str]:
+    """The fixed-γ bar's per-seed rows (:func:`per_seed_markdown`); [] when the bar is not checkable."""
+    results = _oracle_results(rows)
+    return per_seed_markdown(results[0]["fixed"], [r["target"] for r in results]) if results else []
+
+
+def oracle_markdown(rows: Sequence[MethodRow], per_seed: bool = True, regime: bool = True) -> list[str]:
     """The regime, then FLγ-SECE (and each meta-learned γ variant present) against the best fixed γ chosen on
-    validation (the bar of ``check_oracle``), each part judged on paired differences over seeds."""
-    lines = [regime_sentence(rows), ""]
-    results = [r for r in (check_oracle(rows, m) for m in META_GAMMA) if r is not None]
+    validation (the bar of ``check_oracle``), each part judged on paired differences over seeds, then its
+    per-seed rows (``per_seed``)."""
+    lines = [regime_sentence(rows), ""] if regime else []
+    results = _oracle_results(rows)
     if not results:
         return lines
     f = results[0]["fixed"]
@@ -176,8 +189,8 @@ def oracle_markdown(rows: Sequence[MethodRow]) -> list[str]:
                   f"({100 * (b.stats['error'][0] + ORACLE_ERROR_MARGIN):.2f}%): {_paired_text(c['error_vs_ce'])}, "
                   f"bar +{100 * ORACLE_ERROR_MARGIN:.1f}: {part('error_vs_ce')}",
                   "", f"**Bar for {t.label}: {verdict_phrase(result['verdict'])}** (paired by seed, 95% t-intervals; "
-                  "per seed below).", ""]
-    return lines + per_seed_markdown(f, [r["target"] for r in results])
+                  f"per seed {'below' if per_seed else 'at the end of the page'}).", ""]
+    return lines + (per_seed_markdown(f, [r["target"] for r in results]) if per_seed else [])
 
 
 def per_seed_markdown(fixed: MethodRow, targets: Sequence[MethodRow]) -> list[str]:

@@ -1,8 +1,6 @@
-"""The README's "Which method should I use?" section, generated from the results pages' CSVs.
-
-    python scripts/method_guide.py --readme README.md           # rewrite the section between the markers
-    python scripts/method_guide.py --readme README.md --check   # exit 1 when the README's section is stale
-    python scripts/method_guide.py                              # print the section
+"""The method guide from the results pages' CSVs: the pages, their numbers and the full guide
+(docs/method_guide.md: every regime, table and paired sentence); the README's compact block is
+:mod:`metacal.report.guide_compact`, the files and the command line :mod:`metacal.report.guide_cli`.
 
 Every number comes from ``docs/results/<page>.csv`` (means over seeds; ``ece_ts_nll_mean`` is the test ECE
 after temperature scaling fitted by NLL on validation, ``t_nll_mean`` its temperature, ``s_per_epoch_mean``
@@ -15,16 +13,12 @@ A method of :data:`METHODS` gets a row only when a page of the regime has it, so
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
-import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-START, END = "<!-- method-guide:start -->", "<!-- method-guide:end -->"
 COMMAND = "python scripts/method_guide.py --readme README.md"
 TS = "ce+ts"  # the pseudo-method "CE + temperature scaling": CE's row, ECE after TS, same error and cost
 
@@ -161,8 +155,8 @@ def _on(page: Page) -> str:
     return f"on {page.name}"
 
 
-def use_sentence(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence[str]] = RECOMMEND) -> str:
-    """What to use, then the lowest-ECE method other than CE of each page against CE (paired)."""
+def verdict(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence[str]] = RECOMMEND) -> str:
+    """What to use in ``regime``, by the paired differences against CE (one sentence)."""
 
     def lower(p: Page, m: str) -> bool:
         d = p.diff("ce", m, "ece")
@@ -182,6 +176,12 @@ def use_sentence(regime: str, pages: Sequence[Page], recommend: Mapping[str, Seq
         beaters = sorted({p.label(m) for p in pages for (_, m, _) in p.paired if lower(p, m)})
         text = ("Use plain CE: no other method lowers its test ECE by a resolved margin." if not beaters else
                 f"Use plain CE or {_join(beaters, 'or')}, which lower its test ECE by a resolved margin on some page.")
+    return text
+
+
+def use_sentence(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence[str]] = RECOMMEND) -> str:
+    """What to use, then the lowest-ECE method other than CE of each page against CE (paired)."""
+    text = verdict(regime, pages, recommend)
     best = [f"{p.label(m)} {_on(p)} (vs CE: {_delta(p.diff('ce', m, 'ece'), 'ECE ')}; "
             f"{_delta(p.diff('ce', m, 'error'), 'error ')})" for p in pages for m in [p.lowest_other()]]
     return text + f" Lowest test ECE of any other training-time method: {_join(best)}."
@@ -230,7 +230,7 @@ def guide_markdown(results: str | Path = "docs/results", link: str | None = None
              "Train CE first (a `ce.yaml` config): the trainer's last lines give the temperature T that "
              "temperature scaling fits on validation — T > 1: CE is over-confident, T < 1: under-confident. "
              "The γ-Net meta-learner (FLγ-SECE, FLγ-DECE and the trajectory variant) is metacal's reproduction "
-             "of Wang & Golebiowski 2024 and what the quickstart trains, not what these results recommend; "
+             "of Wang & Golebiowski 2024 (configs/quickstart_flgamma_sece.yaml), not what these results recommend; "
              "its rows show where it loses. Test ECE and error: means over seeds; Δ: paired difference over "
              "the same seeds, resolved when its 95% t-interval excludes 0. s/epoch: wall time during the "
              "sweeps on a shared 2-core CPU with other work running, so even losses as cheap as CE can show "
@@ -243,54 +243,3 @@ def guide_markdown(results: str | Path = "docs/results", link: str | None = None
         if group:
             lines += regime_markdown(regime, group, link)
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def replace_section(text: str, body: str) -> str:
-    """``text`` with everything between the START and END markers replaced by ``body``; a ValueError when the
-    markers are missing, repeated or out of order."""
-    starts, ends = text.count(START), text.count(END)
-    if starts != 1 or ends != 1 or text.index(START) > text.index(END):
-        raise ValueError(f"method guide: expected one '{START}' followed by one '{END}' in the README "
-                         f"(found {starts} and {ends}); add them where the section goes")
-    head, rest = text.split(START)
-    _, tail = rest.split(END)
-    return f"{head}{START}\n{body}{END}{tail}"
-
-
-def render_readme(readme: str | Path, results: str | Path) -> tuple[str, str]:
-    """(current README text, README text with a freshly generated section); links relative to the README."""
-    readme = Path(readme)
-    link = Path(os.path.relpath(Path(results).resolve(), readme.resolve().parent)).as_posix()
-    text = readme.read_text(encoding="utf-8")
-    return text, replace_section(text, guide_markdown(results, link))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: print the section, or rewrite (``--readme``) / check (``--check``) it in a README. Exit 0 on success,
-    1 when ``--check`` finds it stale, 2 on bad input."""
-    ap = argparse.ArgumentParser(prog="python scripts/method_guide.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--readme", default=None, help="README whose marked section to rewrite (default: print it)")
-    ap.add_argument("--results", default=None,
-                    help="folder of the results CSVs (default: docs/results next to the README, else ./docs/results)")
-    ap.add_argument("--check", action="store_true", help="with --readme: exit 1 if the section is stale, write nothing")
-    args = ap.parse_args(argv)
-    results = args.results or (Path(args.readme).parent / "docs/results" if args.readme else Path("docs/results"))
-    try:
-        if args.readme is None:
-            sys.stdout.write(guide_markdown(results))
-            return 0
-        old, new = render_readme(args.readme, results)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"method_guide: error: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        print(f"{args.readme}: method guide {'up to date' if old == new else 'STALE; run: ' + COMMAND}")
-        return 0 if old == new else 1
-    if old != new:
-        Path(args.readme).write_text(new, encoding="utf-8")
-    print(f"{args.readme}: method guide {'rewritten' if old != new else 'already up to date'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

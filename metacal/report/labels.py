@@ -16,6 +16,7 @@ METHOD_LABELS: dict[str, str] = {
     "flsd53": "FLSD-53",
     "ls005": "LS-0.05",
     "ls01": "LS-0.1",
+    "mbls": "MbLS",
     "mixup": "Mixup",
     "mmce": "MMCE",
     "ce_dece": "CE-DECE",
@@ -30,6 +31,7 @@ METHOD_LABELS: dict[str, str] = {
     "focal_savuc": "Focal+S-AvUC",
     "nll_sbece": "NLL+SB-ECE",
     "auto_gamma": "Focal, auto γ",
+    "auto_gamma_shift": "Focal, auto γ (shift-tuned)",
     "auto_ls": "LS, auto ε",
     "auto_dual_focal": "Dual focal, auto γ",
 }

@@ -16,7 +16,7 @@ import numpy as np
 
 from metacal.report import figures
 from metacal.report.aggregate import MethodRow, aggregate, column_keys
-from metacal.report.claim import claim_markdown
+from metacal.report.claim import claim_markdown, oracle_per_seed, regime_sentence
 from metacal.report.comparisons import paired_csv, paired_markdown
 from metacal.report.machine import machine_markdown
 from metacal.report.posthoc_columns import check_calibrators, describe
@@ -166,6 +166,42 @@ def sparse_test_epochs(runs: Sequence[Run]) -> bool:
     return any(rec.get("test") is None for run in runs for rec in run.history)
 
 
+def _missing_notes(rows: Sequence[MethodRow]) -> list[str]:
+    """Missing seeds, unfinished runs, runs without predictions and calibrators that refused a run."""
+    notes = []
+    for row in rows:
+        if row.missing_seeds:
+            word = "seed" if len(row.missing_seeds) == 1 else "seeds"
+            notes.append(f"{row.label}: {word} {', '.join(map(str, row.missing_seeds))} missing")
+        if row.incomplete:
+            notes.append(f"{row.label}: run directories without metrics.json (unfinished or failed): "
+                         + ", ".join(row.incomplete))
+    from_saved = [row.label for row in rows if any(v.get("from_predictions") == 0.0 for v in row.per_run.values())]
+    if from_saved:
+        notes.append("no predictions/test.npz, numbers read from metrics.json and no post-hoc columns: "
+                     + ", ".join(from_saved))
+    lines = ["Missing or incomplete runs:", ""] + [f"- {n}" for n in notes] + [""] if notes else []
+    refused = [f"{row.label} {note}" for row in rows for note in row.notes]
+    if refused:
+        lines += ["Post-hoc calibrators that refused a run (its \"ECE after …\" is NaN, left out of the mean and "
+                  "marked `(n=k)`):", ""] + [f"- {n}" for n in refused] + [""]
+    return lines
+
+
+def _provenance(root: Path, runs: Sequence[Run], rows: Sequence[MethodRow], command: str | None) -> list[str]:
+    """How the page was made: the command that regenerates it, the machine, the runs and the sweep's command."""
+    n_complete = sum(r.complete for r in runs)
+    lines = ["## How this page was made", "", "Regenerate this page (numbers, CSV and figures) with:", "", "```",
+             command or "(command not recorded)", "```", "",
+             f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} on:", "",
+             machine_markdown().rstrip(), "",
+             f"Runs: `{root}` — {len(rows)} methods, {n_complete} complete runs of {len(runs)} run directories."]
+    sweep_cmd = root / SWEEP_COMMAND_FILE
+    if sweep_cmd.is_file():
+        lines += ["", "The runs were produced by:", "", "```", sweep_cmd.read_text(encoding="utf-8").strip(), "```"]
+    return lines + [""]
+
+
 def build_report(
     root: str | Path,
     out: str | Path,
@@ -205,18 +241,11 @@ def build_report(
     made, fig_notes = _figures(out.stem, out.parent, rows, runs, num_bins)
 
     title = title or f"Results: {root.name}"
-    n_complete = sum(r.complete for r in runs)
-    from_saved = [row.label for row in rows if any(v.get("from_predictions") == 0.0 for v in row.per_run.values())]
-    lines = [f"# {title}", ""]
-    lines += ["Regenerate this page (numbers, CSV and figures) with:", "", "```", command or "(command not recorded)",
-              "```", "", f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} on:", "",
-              machine_markdown().rstrip(), ""]
-    lines += [f"Runs: `{root}` — {len(rows)} methods, {n_complete} complete runs of {len(runs)} run directories."]
-    sweep_cmd = root / SWEEP_COMMAND_FILE
-    if sweep_cmd.is_file():
-        lines += ["", "The runs were produced by:", "", "```", sweep_cmd.read_text(encoding="utf-8").strip(), "```"]
     setup = _config_values(runs, SETUP_KEYS)
-    lines += ["", f"From the runs' config.yaml: {setup}.", ""] if setup else [""]
+    # the answer first: the regime, the summary table, the verdicts; then the details, the provenance and,
+    # last, the per-seed rows
+    lines = [f"# {title}", "", f"**{regime_sentence(rows)}**", ""]
+    lines += [f"From the runs' config.yaml: {setup}.", ""] if setup else []
     lines += ["## Test metrics, mean ± std over seeds", "", markdown_table(rows, keys=keys).rstrip(), ""]
     lines += [
         f"Error, ECE, MCE, ACE, classwise ECE in %, NLL in nats; equal-width ECE/MCE/classwise ECE and equal-mass "
@@ -229,26 +258,10 @@ def build_report(
         f"Same numbers as fractions: [{csv_path.name}]({csv_path.name}).",
         "",
     ]
-    notes = []
-    for row in rows:
-        if row.missing_seeds:
-            word = "seed" if len(row.missing_seeds) == 1 else "seeds"
-            notes.append(f"{row.label}: {word} {', '.join(map(str, row.missing_seeds))} missing")
-        if row.incomplete:
-            notes.append(f"{row.label}: run directories without metrics.json (unfinished or failed): "
-                         + ", ".join(row.incomplete))
-    if from_saved:
-        notes.append("no predictions/test.npz, numbers read from metrics.json and no post-hoc columns: "
-                     + ", ".join(from_saved))
-    if notes:
-        lines += ["Missing or incomplete runs:", ""] + [f"- {n}" for n in notes] + [""]
-    refused = [f"{row.label} {note}" for row in rows for note in row.notes]
-    if refused:
-        lines += ["Post-hoc calibrators that refused a run (its \"ECE after …\" is NaN, left out of the mean and "
-                  "marked `(n=k)`):", ""] + [f"- {n}" for n in refused] + [""]
-    lines += paired_markdown(rows, paired_path.name)
+    lines += _missing_notes(rows)
     select_by = ", ".join(sorted({str(v) for r in runs if (v := config_get(r.config, "eval.select_by"))})) or "error"
-    lines += claim_markdown(rows, select_by, schedule_phrase(runs))
+    lines += claim_markdown(rows, select_by, schedule_phrase(runs), per_seed=False, regime=False)
+    lines += paired_markdown(rows, paired_path.name)
     if discussion is not None:
         lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
     lines += ["## Figures", ""]
@@ -259,6 +272,10 @@ def build_report(
             lines += [SPARSE_TEST_NOTE, ""]
     if fig_notes:
         lines += ["Not drawn:", ""] + [f"- {n}" for n in fig_notes] + [""]
+    lines += _provenance(root, runs, rows, command)
+    per_seed = oracle_per_seed(rows)
+    if per_seed:
+        lines += ["## Per seed", "", *per_seed]
     out.write_text("\n".join(lines), encoding="utf-8")
     return ReportResult(markdown=out, csv=csv_path, paired_csv=paired_path, figures=made, rows=rows)
 

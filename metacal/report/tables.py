@@ -7,7 +7,7 @@ import io
 import math
 from typing import Sequence
 
-from metacal.report.aggregate import COLUMN_KEYS, EXTRA_KEYS, MethodRow
+from metacal.report.aggregate import ALL_COLUMN_KEYS, COLUMN_KEYS, EXTRA_KEYS, MethodRow
 from metacal.report.posthoc_columns import ALL, column_header, column_key
 
 # key → (Markdown header, factor applied for people). NLL is in nats and time in seconds, as in Wang & Golebiowski 2024.
@@ -21,7 +21,7 @@ COLUMNS: dict[str, tuple[str, float]] = {
     **{column_key(name): (column_header(name), 100.0) for name in ALL},  # "ECE after …", registry order
     "s_per_epoch": ("s/epoch", 1.0),
 }
-assert tuple(COLUMNS) == COLUMN_KEYS
+assert tuple(COLUMNS) == ALL_COLUMN_KEYS
 
 
 def format_cell(mean: float, std: float, n: int, scale: float = 1.0, digits: int = 3) -> str:

@@ -9,7 +9,9 @@ Exit codes (also in ``--help``): 0 finished; 1 diverged (NaN/inf loss, meta obje
 the message names the step; the last good checkpoint stays); 2 bad input (config typo or wrong type,
 unknown name, missing data, unusable run directory, missing/corrupt/incompatible checkpoint) — one
 line on stderr, nothing deleted; 75 preempted (SIGTERM: a checkpoint of the current step was saved;
-rerun with ``--resume``); 130 interrupted (Ctrl-C: the same, a second Ctrl-C aborts at once). Bad input
+rerun with ``--resume``); 3 out of accelerator memory (the line names the batch sizes, the device and its
+memory, and the setting to lower; the last checkpoint stays); 130 interrupted (Ctrl-C: the same, a second
+Ctrl-C aborts at once). Bad input
 never prints a traceback. Under ``torchrun`` / ``accelerate launch`` the launcher exits 1 and reports each
 process's code itself; the one line is said once, by rank 0, before the launcher's report (:func:`_report`).
 """
@@ -29,6 +31,7 @@ from metacal.wording import CLI, speaking
 from .checkpoint import CheckpointError, find_latest
 from .compat import checkpoint_to_resume, saved_config
 from .config import ConfigError, load_config, to_dict
+from .out_of_memory import EXIT_OUT_OF_MEMORY, OutOfDeviceMemory
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted, handle_stop_signals
 from .run_dir import RunPaths, default_run_dir, remove_if_empty, shared_run_dir
 from .run_summary import finished_note
@@ -44,6 +47,8 @@ exit codes:
   {EXIT_DIVERGED}   diverged: non-finite loss/γ/weights; the message names the step, the last good checkpoint stays
   {EXIT_BAD_INPUT}   bad input: config, data, run directory or checkpoint; one line on stderr, nothing deleted;
       also a checkpoint that cannot be written (full disk): its partial files go, the previous one stays
+  {EXIT_OUT_OF_MEMORY}   out of GPU memory in a step or an evaluation: the line names the batch sizes, the device
+      and its memory, and the setting to lower; the last checkpoint stays
   {EXIT_PREEMPTED}  preempted by SIGTERM: a checkpoint of the current step was saved; rerun with --resume
   {EXIT_INTERRUPTED} interrupted by Ctrl-C: the same (a second Ctrl-C aborts at once; the last checkpoint stays)
 
@@ -162,6 +167,11 @@ def _main(argv: list[str] | None) -> int:
         where = f"; last good checkpoint: {latest}" if latest is not None else "; no checkpoint was saved"
         _report(accelerator, f"error: {err}{where}")
         return EXIT_DIVERGED
+    except OutOfDeviceMemory as err:
+        latest = find_latest(paths.checkpoints) if paths is not None else None
+        where = f"; last checkpoint: {latest}" if latest is not None else "; no checkpoint was saved"
+        _report(accelerator, f"error: {err}{where}")
+        return EXIT_OUT_OF_MEMORY
     except Preempted as err:
         _report(accelerator, f"{err.label}: {err}")
         return err.exit_code

@@ -33,6 +33,7 @@ from torch.utils.data import ConcatDataset
 
 from metacal import objectives
 from metacal.data.loaders import InfiniteLoader
+from metacal.data.shift_suites import shifted_held_out
 from metacal.meta import META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep
 from metacal.meta.auto import AutoScalar, controller_from_config
 from metacal.registry import UnknownNameError
@@ -149,14 +150,15 @@ def build_scheduler(cfg: Config, optimizer: torch.optim.Optimizer, steps_per_epo
 
 def make_loaders(cfg: Config, bundle: Any) -> tuple[Any, Any, Any]:
     """Train (shuffled, global batch) and val/test (in order) DataLoaders, before accelerator.prepare; the
-    test loader is None when the data has no test set (``image_folder`` without test/, ``arrays`` without x_test)."""
+    test loader is None when the data has no test set (``image_folder`` without test/, ``arrays`` without x_test).
+    ``data.batched``: in-memory data read a whole batch at a time (metacal/data/batched.py; same batches)."""
     from metacal.data.loaders import make_loader
 
     d = cfg.data
-    train = make_loader(bundle.train, d.batch_size, shuffle=True, seed=cfg.run.seed, num_workers=d.num_workers)
-    val = make_loader(bundle.val, d.eval_batch_size, shuffle=False, seed=cfg.run.seed, num_workers=d.num_workers)
-    test = None if bundle.test is None else make_loader(bundle.test, d.eval_batch_size, shuffle=False,
-                                                        seed=cfg.run.seed, num_workers=d.num_workers)
+    common = dict(seed=cfg.run.seed, num_workers=d.num_workers, batched=d.batched)
+    train = make_loader(bundle.train, d.batch_size, shuffle=True, **common)
+    val = make_loader(bundle.val, d.eval_batch_size, shuffle=False, **common)
+    test = None if bundle.test is None else make_loader(bundle.test, d.eval_batch_size, shuffle=False, **common)
     return train, val, test
 
 
@@ -213,7 +215,7 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     n = accelerator.num_processes
     batch = meta_batch_size(cfg, len(bundle.meta_val), n, warn=accelerator.is_main_process)
     meta_val = construct("meta.batch_size", InfiniteLoader, bundle.meta_val, batch,
-                         seed=cfg.run.seed, rank=accelerator.process_index, world_size=n)
+                         seed=cfg.run.seed, rank=accelerator.process_index, world_size=n, batched=cfg.data.batched)
     return construct(
         "meta", MetaLearner, raw, optimizer, objective, gamma_net=gamma_net, loss=loss_fn, backend=m.backend,
         meta_optimizer=meta_optimizer, meta_val=meta_val, ce_weight=m.ce_weight, every=m.every,
@@ -227,7 +229,9 @@ def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     """meta.learner=auto: plain steps of the loss with its confidence scalar found by root-finding."""
     finder, opts = construct("", controller_from_config, cfg.meta, loss_fn, cfg.loss.name)
     n = accelerator.num_processes
-    parts = [getattr(bundle, split) for split in opts["measure_on"]]
+    parts = [construct("meta.controller.measure_on", shifted_held_out, bundle, split.removesuffix("_shifted"),
+                       cfg.run.seed) if split.endswith("_shifted") else getattr(bundle, split)
+             for split in opts["measure_on"]]
     measured = parts[0] if len(parts) == 1 else ConcatDataset(parts)
     return construct(
         "meta.controller", AutoScalar, model, loss_fn, optimizer, measured, finder, loss_fn.confidence_knob,
@@ -247,6 +251,7 @@ class Parts:
     stepper: PlainStep | MetaLearner | AutoScalar
     loaders: list[Any]  # train, val, test (None without a test set)
     steps_per_epoch: int
+    bundle: Any = None  # the data bundle (its input spec goes into predictor.json)
 
 
 def build_parts(cfg: Config, accelerator: Accelerator, bundle: Any = None, model: nn.Module | None = None,
@@ -271,4 +276,4 @@ def build_parts(cfg: Config, accelerator: Accelerator, bundle: Any = None, model
         steps_per_epoch = min(steps_per_epoch, cfg.run.max_steps_per_epoch)
     stepper = build_step(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
     scheduler = build_scheduler(cfg, raw_optimizer, steps_per_epoch)
-    return Parts(model, loss_fn, optimizer, scheduler, stepper, loaders, steps_per_epoch)
+    return Parts(model, loss_fn, optimizer, scheduler, stepper, loaders, steps_per_epoch, bundle)

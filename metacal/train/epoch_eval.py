@@ -62,11 +62,18 @@ def summarize(pred: Predictions, num_bins: int = 15, binning_free: bool = True) 
     return out
 
 
-def after_temperature_scaling(val: Predictions, test: Predictions, num_bins: int = 15) -> dict[str, Any]:
-    """Test metrics after temperature scaling fitted by NLL on the validation logits (Wang & Golebiowski 2024, "CE+TS")."""
+def run_temperature(val: Predictions) -> Any:
+    """The run's temperature scaling: T fitted by NLL on the validation logits (float64)."""
     from metacal.posthoc import TemperatureScaling
 
-    ts = TemperatureScaling(method="nll").fit(val.logits.double(), val.labels)
+    return TemperatureScaling(method="nll").fit(val.logits.double(), val.labels)
+
+
+def after_temperature_scaling(val: Predictions, test: Predictions, num_bins: int = 15,
+                              ts: Any = None) -> dict[str, Any]:
+    """Test metrics after temperature scaling fitted by NLL on the validation logits (Wang & Golebiowski 2024,
+    "CE+TS"); ``ts``: that fit, when already done (:func:`run_temperature`)."""
+    ts = run_temperature(val) if ts is None else ts
     probs = ts.transform(test.logits.double())
     out = _plain(metrics.summary(probs, test.labels, num_bins=num_bins))
     out["temperature"] = float(ts.temperature)

@@ -17,7 +17,14 @@ Robustness (see :mod:`metacal.train.checkpoint` for the on-disk scheme):
 * SIGTERM or Ctrl-C (with :func:`metacal.train.preemption.handle_stop_signals` installed) → a checkpoint at the next
   step boundary, then :class:`~metacal.train.preemption.Preempted`;
 * a non-finite loss / meta objective / γ, or non-finite weights at a checkpoint, raises
-  :class:`TrainingDivergedError` naming the step; nothing is saved after a non-finite value.
+  :class:`TrainingDivergedError` naming the step; nothing is saved after a non-finite value. The iterations
+  note finiteness on the device; it is read before every checkpoint and at the epoch's end
+  (:mod:`metacal.train.finite_watch`);
+* out of accelerator memory in a step or an evaluation raises
+  :class:`~metacal.train.out_of_memory.OutOfDeviceMemory`, one line naming the batch sizes and what to lower.
+
+No iteration reads a value back to the host (a GPU sync): the running sums, γ and the TensorBoard step values
+stay on the device until those logging points (tests/train/test_host_reads.py counts the reads).
 """
 
 from __future__ import annotations
@@ -33,16 +40,23 @@ from tqdm.auto import tqdm
 from metacal.distributed import mean_over_processes
 from metacal.meta import StepResult
 
+from metacal.objectives._inputs import targets_in_range
+
 from . import preemption
-from .train_state import EpochProgress
+from .finite_watch import FiniteWatch
+from .out_of_memory import naming_batch_sizes
+from .train_state import EpochProgress, host_values
 from .config import Config
 from .epoch_eval import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, reliability_figure
 from .run_dir import RunPaths, clear_run_dir
 from .run_summary import end_of_run_summary
-from .setup import RunResult, TrainingRun, TrainingDivergedError, check_finite, make_accelerator, setup
+from .setup import RunResult, TrainingRun, TrainingDivergedError, make_accelerator, setup
 
 __all__ = ["train", "RunResult", "TrainingDivergedError", "make_accelerator"]
+
+#: The progress bar shows the running loss every this many iterations (each refresh reads it to the host).
+BAR_EVERY = 50
 
 
 def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accelerator | None = None,
@@ -55,10 +69,14 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
     bad config never costs earlier results). The caller ends the Accelerator. ``bundle``/``model``: data and
     network built by the caller instead of from the config (:func:`metacal.fit`; trained in place)."""
     run = setup(cfg, paths, resume, accelerator or make_accelerator(cfg), before_first_write, bundle, model)
-    for epoch in range(run.state.epoch, cfg.schedule.epochs):
-        t0, train_m, epoch_gamma = train_epoch(run, epoch)
-        evaluate_epoch(run, epoch, t0, train_m, epoch_gamma)
-    metrics = finalize(cfg, paths, run.state, run.accelerator, run.tb, has_test=run.test_loader is not None)
+    device, state = run.accelerator.device, run.state
+    for epoch in range(state.epoch, cfg.schedule.epochs):
+        with naming_batch_sizes(cfg, device, "training", lambda: f"epoch {epoch + 1}, step {state.step_in_epoch + 1}"):
+            t0, train_m, epoch_gamma = train_epoch(run, epoch)
+        with naming_batch_sizes(cfg, device, "evaluation", lambda: f"the end of epoch {epoch + 1}"):
+            evaluate_epoch(run, epoch, t0, train_m, epoch_gamma)
+    with naming_batch_sizes(cfg, device, "evaluation", lambda: "the final evaluation"):
+        metrics = finalize(cfg, paths, state, run.accelerator, run.tb, has_test=run.test_loader is not None)
     run.tb.close()
     run.accelerator.wait_for_everyone()
     return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.gamma_net, run.state, paths.root,
@@ -104,47 +122,63 @@ def train_epoch(run: TrainingRun, epoch: int) -> tuple[float, dict[str, float], 
     bar = tqdm(total=run.steps_per_epoch, initial=skip, desc=f"epoch {epoch + 1}/{cfg.schedule.epochs}",
                disable=not show_bar, leave=False, dynamic_ncols=True)
     every = cfg.run.checkpoint_every_steps
-    for step, (inputs, targets) in enumerate(batches, start=skip):
-        if step >= run.steps_per_epoch:
-            break
-        where = f"epoch {epoch + 1}, step {step + 1} (global step {state.global_step + 1})"
-        out = run.stepper.step(inputs, targets)
-        check_finite(accelerator, {"loss": out.loss, "meta_objective": out.meta_objective, "gamma": out.gamma},
-                     where)
-        run.scheduler.iteration_done()  # per-iteration schedules (warm-up, cosine, constant); before any save
-        _accumulate(acc, out)
-        state.global_step += 1
-        run.tb.step_scalars(out, state.global_step)
-        state.step_in_epoch = step + 1
-        bar.update(1)
-        bar.set_postfix(loss=f"{acc.loss_sum / acc.count:.4f}")
-        stop = preemption.stop_requested(accelerator)
-        periodic = every > 0 and state.global_step % every == 0 and step + 1 < run.steps_per_epoch
-        saved = run.save(where, acc.to_dict(time.time() - t0)) if stop or periodic else None
-        if stop:
-            bar.close()
-            raise run.preempted(where, saved)
+    base = state.global_step - skip  # global steps before this epoch
+    watch = FiniteWatch()
+
+    def where(global_step: int) -> str:  # the iteration of a (1-based) global step of this epoch
+        return f"epoch {epoch + 1}, step {global_step - base} (global step {global_step})"
+
+    def check() -> None:  # a logging point: read the iterations' finiteness flags
+        watch.check(accelerator, where, where(state.global_step))
+
+    if hasattr(run.stepper, "before_read"):  # the automatic scalar's update reads the network's output
+        run.stepper.before_read = check
+    with targets_in_range(run.labels_checked):
+        for step, (inputs, targets) in enumerate(batches, start=skip):
+            if step >= run.steps_per_epoch:
+                break
+            out = run.stepper.step(inputs, targets)
+            watch.note({"loss": out.loss, "meta_objective": out.meta_objective, "gamma": out.gamma},
+                       state.global_step + 1)
+            run.scheduler.iteration_done()  # per-iteration schedules (warm-up, cosine, constant); before any save
+            _accumulate(acc, out)
+            state.global_step += 1
+            run.tb.step_scalars(out, state.global_step)
+            state.step_in_epoch = step + 1
+            bar.update(1)
+            if show_bar and (step + 1) % BAR_EVERY == 0:  # the running loss: one host read per BAR_EVERY steps
+                bar.set_postfix(loss=f"{float(acc.loss_sum) / acc.count:.4f}")
+            stop = preemption.stop_requested(accelerator)
+            periodic = every > 0 and state.global_step % every == 0 and step + 1 < run.steps_per_epoch
+            if stop or periodic:
+                check()
+                run.tb.flush()
+                saved = run.save(where(state.global_step), acc.to_dict(time.time() - t0))
+                if stop:
+                    bar.close()
+                    raise run.preempted(where(state.global_step), saved)
+    check()
     bar.close()
     run.scheduler.epoch_done()  # the epoch-level MultiStepLR of schedule.name=step
 
     def mean(value: float) -> float:
         return mean_over_processes(value, accelerator.device)
 
-    train_m = {"loss": mean(acc.loss_sum / max(acc.count, 1)), "lr": lr}
+    train_m = {"loss": mean(float(acc.loss_sum) / max(acc.count, 1)), "lr": lr}
     if acc.meta_count:
-        train_m["meta_objective"] = mean(acc.meta_sum / acc.meta_count)
-    epoch_gamma = _gather_gamma(accelerator, acc.gammas)  # γ of every training sample of the epoch
+        train_m["meta_objective"] = mean(float(acc.meta_sum) / acc.meta_count)
+    epoch_gamma = _gather_gamma(accelerator, acc)  # γ of every training sample of the epoch
     if epoch_gamma is not None:
         train_m.update(gamma_mean=float(epoch_gamma.mean()), gamma_std=float(epoch_gamma.std(unbiased=False)),
                        gamma_max=float(epoch_gamma.max()))
     if acc.offset_grads:  # the meta step's "raise γ?" signal: dJ/dδ < 0 asks for a larger global γ
-        offsets = torch.tensor(acc.offset_grads)
+        offsets = host_values(acc.offset_grads)
         train_m.update(meta_steps=len(acc.offset_grads), meta_dgamma=mean(float(offsets.mean())),
                        raise_gamma_frac=mean(float((offsets < 0).double().mean())),
-                       meta_grad_norm=mean(float(torch.tensor(acc.meta_grad_norms).mean())))
+                       meta_grad_norm=mean(float(host_values(acc.meta_grad_norms).mean())))
     train_m.update(run.stepper.epoch_metrics())  # the automatic scalar's last update (metacal/meta/auto.py)
     if acc.level_grads:  # the same signal for the γ level through the whole trajectory (meta.horizon)
-        level = torch.tensor(acc.level_grads)
+        level = host_values(acc.level_grads)
         train_m.update(raise_level_frac=mean(float((level < 0).double().mean())))
     return t0, train_m, epoch_gamma
 
@@ -195,26 +229,32 @@ def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, f
 
 
 def _accumulate(acc: EpochProgress, out: StepResult) -> None:
-    """Add one iteration's report to the epoch's running sums (γ per sample, meta-step diagnostics)."""
-    acc.loss_sum, acc.count = acc.loss_sum + float(out.loss), acc.count + 1
+    """Add one iteration's report to the epoch's running sums (γ per sample, meta-step diagnostics), on the
+    device: the float64 sums equal the Python float sums of the values read one by one."""
+    acc.loss_sum, acc.count = acc.loss_sum + _summand(out.loss), acc.count + 1
     if out.meta_objective is not None:
-        acc.meta_sum, acc.meta_count = acc.meta_sum + float(out.meta_objective), acc.meta_count + 1
+        acc.meta_sum, acc.meta_count = acc.meta_sum + _summand(out.meta_objective), acc.meta_count + 1
     if out.gamma is not None:
-        acc.gammas.append(out.gamma.float().cpu().reshape(-1))
+        acc.gammas.append(out.gamma.detach().float().reshape(-1))
     if out.gamma_grad is not None:
-        acc.offset_grads.append(float(out.gamma_grad.sum()))
+        acc.offset_grads.append(out.gamma_grad.detach().sum())
     if out.meta_grad_norm is not None:
-        acc.meta_grad_norms.append(float(out.meta_grad_norm))
+        acc.meta_grad_norms.append(out.meta_grad_norm.detach().reshape(()))
     if out.level_grad is not None:
-        acc.level_grads.append(float(out.level_grad))
+        acc.level_grads.append(torch.as_tensor(out.level_grad).detach().reshape(()))
 
 
-def _gather_gamma(accelerator: Accelerator, gammas: list[torch.Tensor]) -> torch.Tensor | None:
-    """The epoch's per-sample γ from every process (equal counts per rank: split, even batches)."""
-    if not gammas:
+def _summand(value: torch.Tensor) -> torch.Tensor | float:
+    """A 0-dim value as a float64 device tensor (MPS has no float64: read it there)."""
+    value = value.detach()
+    return float(value) if value.device.type == "mps" else value.to(torch.float64)
+
+
+def _gather_gamma(accelerator: Accelerator, acc: EpochProgress) -> torch.Tensor | None:
+    """The epoch's per-sample γ from every process on the CPU (equal counts per rank: split, even batches)."""
+    local = acc.gamma_values()
+    if local is None:
         return None
-    local = torch.cat(gammas)
     if accelerator.num_processes == 1:
-        return local
+        return local.cpu()
     return accelerator.gather(local.to(accelerator.device)).cpu()
-

@@ -1,4 +1,5 @@
-"""The run's final outputs (metrics.json, history.json, reliability.png, hparams) and the epoch line.
+"""The run's final outputs (metrics.json, history.json, reliability.png, calibration/ts_nll.pt, hparams) and the
+epoch line.
 
 Every file is written atomically (:mod:`metacal.atomic_io`); metrics.json comes last, so its
 presence marks a finished run.
@@ -16,10 +17,11 @@ from metacal.meta.auto import CONTROLLER_DEFAULTS, measured_splits
 from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_intervals
 from metacal.plots.reliability import plot_reliability
 from metacal.predictions import Predictions, load_predictions
+from metacal.run_calibration import save_calibrator
 
 from .train_state import TrainState
 from .config import Config, flatten, to_dict
-from .epoch_eval import after_temperature_scaling
+from .epoch_eval import after_temperature_scaling, run_temperature
 from .run_dir import RunPaths
 from .run_summary import runtime_record
 from .tb_logging import TBLogger
@@ -29,7 +31,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
              has_test: bool = True) -> dict[str, Any]:
     """Write metrics.json (best epoch: val, test — with ``"ci"``, its bootstrap intervals, unless
     ``eval.bootstrap`` is 0 —, test after TS; ``runtime``: processes, threads, per-process batch sizes),
-    reliability.png and history.json.
+    reliability.png, history.json and calibration/ts_nll.pt (that TS, fitted on val, for :func:`metacal.load`).
 
     The per-epoch metrics lack the binning-free estimators (O(N²)); they are added here for the selected
     epoch, from its saved predictions — the same logits the epoch's metrics were computed from. Without a
@@ -44,11 +46,13 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
     for split, pred in (("val", val), ("test", test)):  # SECE, KDE-ECE, smECE: only for the selected epoch
         if pred is not None:
             result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
+    ts = run_temperature(val)
+    save_calibrator(paths.root, "ts_nll", ts)
     if test is not None:
         if cfg.eval.bootstrap > 0:  # the same object as `python -m metacal.evaluate test.npz --json --ci`
             spec = BootstrapSpec(cfg.eval.bootstrap, cfg.eval.ci_level, cfg.eval.ci_seed, cfg.eval.ci_method)
             result["test"]["ci"] = bootstrap_intervals(test.probs, test.labels, cfg.eval.num_bins, spec)
-        result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins)
+        result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins, ts)
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
     if (auto := automatic_scalar(state.history, state.best_epoch)) is not None:
         measured = measured_splits(cfg.meta.controller.get("measure_on", CONTROLLER_DEFAULTS["measure_on"]))

@@ -4,6 +4,8 @@ Layout::
 
     run_dir/
       config.yaml            fully resolved config
+      predictor.json         model, classes, input kind/shape, mean/std: what metacal.load needs besides the
+                             weights (metacal.run_predictor)
       runtime.json           {"sessions": [...]}: per start (and resume) the processes, device, distributed
                              backend, mixed precision, the processes the launcher asked for, versions
       tensorboard/           TensorBoard event files
@@ -17,6 +19,8 @@ Layout::
       metrics.json           {"epoch", "val", "test", "test_after_ts"} of the selected epoch, "runtime"
                              (num_processes, torch_threads, device, per-process batch sizes)
       history.json           per-epoch train/val/test numbers (curves)
+      calibration/ts_nll.pt  the temperature scaling of test_after_ts (fitted on val); metacal.load adds
+                             calibration/<name>.pt for other calibrators (metacal.run_calibration)
 
 An existing non-empty directory is never reused unless ``overwrite`` (wipes it) or ``resume``. The
 directory must be writable: this is checked up front (a probe file), so a read-only or impossible path

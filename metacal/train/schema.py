@@ -20,6 +20,9 @@ class DataConfig:
     batch_size: int = 128  # GLOBAL batch: split across processes
     eval_batch_size: int = 512
     num_workers: int = 0
+    # in-memory data (Fashion-MNIST, CIFAR and SVHN without augmentation, MNIST-1D, arrays, Gaussian mixture) served
+    # as whole batches by tensor indexing: the same batches, bit for bit, as the per-sample path (false), faster
+    batched: bool = True
     options: Dict[str, Any] = field(default_factory=dict)  # passed to metacal.data.build
 
 
@@ -64,7 +67,7 @@ class MetaConfig:
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
     # learner=auto: band (k, in standard errors), grow, shrink, confirm, reconfirm, max (the scalar's upper end),
     # updates_per_epoch, sample (held-out samples per measurement; null: all), measure_on (the splits measured:
-    # [meta_val, val] by default, or one of them) — metacal/meta/auto.py, CONTROLLER_DEFAULTS
+    # [meta_val, val] by default, or some of meta_val, val, meta_val_shifted, val_shifted) — metacal/meta/auto.py
     controller: Dict[str, Any] = field(default_factory=dict)
     ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
     every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)

@@ -15,9 +15,11 @@ from accelerate.utils import DataLoaderConfiguration, set_seed
 from metacal.atomic_io import write_text_atomic
 from metacal.distributed import sum_over_processes
 from metacal.meta import MetaLearner, PlainStep
+from metacal.run_predictor import predictor_info, write_predictor
 from metacal.wording import current
 
 from . import components, launch_info, preemption
+from .finite_watch import labels_in_range
 from .checkpoint import load_checkpoint, save_checkpoint
 from .train_state import TrainState
 from .compat import resume_point
@@ -53,8 +55,9 @@ def make_accelerator(cfg: Config) -> Accelerator:
     return Accelerator(
         cpu=cfg.run.cpu or (launched and not torch.cuda.is_available()),
         mixed_precision=cfg.run.mixed_precision,
+        # non_blocking: batches in pinned host memory (make_loader pins them on CUDA) overlap their copy
         dataloader_config=DataLoaderConfiguration(split_batches=True, use_seedable_sampler=True,
-                                                  data_seed=cfg.run.seed),
+                                                  data_seed=cfg.run.seed, non_blocking=torch.cuda.is_available()),
         step_scheduler_with_optimizer=False,
     )
 
@@ -91,6 +94,7 @@ class TrainingRun:
     state: TrainState = field(default_factory=TrainState)
     progress: dict[str, Any] = field(default_factory=dict)  # the epoch's accumulators of a mid-epoch resume
     tb: TBLogger = field(default_factory=lambda: TBLogger(None))
+    labels_checked: bool = False  # train / meta-val labels known in range: the steps skip the per-batch check
 
     def save(self, where: str, epoch_progress: dict[str, Any], best: bool = False):
         """A checkpoint of the current state (None with run.save_checkpoints=false), never of non-finite weights."""
@@ -114,7 +118,8 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
           before_first_write: Callable[[], None] | None, bundle: Any = None,
           model: torch.nn.Module | None = None) -> TrainingRun:
     """Build every component (a config error raises before anything is written), load the checkpoint when
-    resuming, then write the resolved config.yaml and open TensorBoard on the main process.
+    resuming, then write the resolved config.yaml (and predictor.json: what inference needs, metacal/run_predictor.py)
+    and open TensorBoard on the main process.
 
     ``bundle`` / ``model``: data and network built by the caller (:func:`metacal.fit`) instead of from
     ``cfg.data`` / ``cfg.model.name``; ``model.checkpoint`` and ``model.freeze`` still apply to the model."""
@@ -127,7 +132,8 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
     parts = components.build_parts(cfg, accelerator, bundle, model, load_checkpoint=resume_from is None)
     model, scheduler, stepper, loss_fn = parts.model, parts.scheduler, parts.stepper, parts.loss_fn
     run = TrainingRun(cfg, paths, accelerator, model, loss_fn, parts.optimizer, scheduler, stepper, *parts.loaders,
-              steps_per_epoch=parts.steps_per_epoch, config_yaml=to_yaml(cfg))
+              steps_per_epoch=parts.steps_per_epoch, config_yaml=to_yaml(cfg),
+              labels_checked=labels_in_range(parts.bundle))
 
     accelerator.register_for_checkpointing(scheduler, run.state)
     if len(loss_fn.state_dict()) > 0:
@@ -144,6 +150,8 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
         if before_first_write is not None:
             before_first_write()
         write_text_atomic(paths.config, run.config_yaml)
+        if not cfg.model.name.startswith(components.PYTHON):  # metacal.load rebuilds the network from it
+            write_predictor(paths.root, predictor_info(cfg, parts.bundle))
         launch_info.record(paths.runtime, launch, resumed=resume_from is not None)
         if cfg.logging.tensorboard:
             run.tb = TBLogger(paths.tensorboard)

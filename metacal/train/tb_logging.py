@@ -8,6 +8,9 @@ Tags (per epoch): ``train/loss``, ``train/lr``, ``train/meta_objective``, ``trai
 process's batch): ``step/meta_objective``, ``step/gamma_mean``, ``step/gamma_max``,
 ``step/dJ_dgamma_offset`` (dJ/dδ for a global offset γ_i + δ: negative = the step asks for a larger γ)
 and ``step/meta_grad_norm`` (‖dJ/dφ‖ before clipping); per epoch also ``train/raise_gamma_frac``.
+
+The per-step values stay on the device until :meth:`TBLogger.flush` (the loop's logging points: checkpoints,
+the epoch's end), which reads all of them at once and writes them under their own steps.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class TBLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(log_dir=str(log_dir))
+        self.pending: list[tuple[int, tuple[str, ...], torch.Tensor]] = []  # per-step values not yet written
 
     def scalars(self, prefix: str, values: Mapping[str, float], step: int) -> None:
         if self.writer is None:
@@ -58,7 +62,22 @@ class TBLogger:
             values["meta_grad_norm"] = out.meta_grad_norm
         if out.level_grad is not None:
             values["dJ_dlevel"] = out.level_grad
-        self.scalars("step", {k: float(v) for k, v in values.items()}, step)
+        device = out.meta_objective.device
+        dtype = torch.float32 if device.type == "mps" else torch.float64  # exact for the float32 values
+        stacked = torch.stack([torch.as_tensor(v).detach().to(device, dtype).reshape(())
+                               for v in values.values()])
+        self.pending.append((step, tuple(values), stacked))
+
+    def write_pending(self) -> None:
+        """Write the buffered per-step values (one host read for all of them)."""
+        if not self.pending:
+            return
+        numbers = torch.cat([values for _, _, values in self.pending]).tolist()
+        at = 0
+        for step, names, _ in self.pending:
+            self.scalars("step", dict(zip(names, numbers[at:at + len(names)])), step)
+            at += len(names)
+        self.pending = []
 
     def histogram(self, tag: str, values: torch.Tensor, step: int) -> None:
         if self.writer is not None and values.numel() > 0:
@@ -84,8 +103,10 @@ class TBLogger:
 
     def flush(self) -> None:
         if self.writer is not None:
+            self.write_pending()
             self.writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:
+            self.write_pending()
             self.writer.close()

@@ -31,27 +31,43 @@ class TrainState:
             setattr(self, key, value)
 
 
+#: A running value: a Python number (restored from a checkpoint) or a device tensor (added this session).
+Value = float | torch.Tensor
+
+
 @dataclass
 class EpochProgress:
-    """This process's running sums of the current epoch (saved mid-epoch as progress_rank<r>.pt)."""
+    """This process's running sums of the current epoch (saved mid-epoch as progress_rank<r>.pt).
 
-    loss_sum: float = 0.0
-    meta_sum: float = 0.0
+    The sums stay on the device while the epoch runs (``loss_sum``/``meta_sum`` in float64, exactly the Python
+    float sums they replace; γ and the meta-step diagnostics as lists of device tensors), so an iteration reads
+    nothing back to the host; :meth:`to_dict` and :meth:`host_values` read them at a checkpoint or the epoch's
+    end. A resumed epoch continues from the saved numbers."""
+
+    loss_sum: Value = 0.0
+    meta_sum: Value = 0.0
     count: int = 0
     meta_count: int = 0
     gammas: list[torch.Tensor] = field(default_factory=list)
     elapsed: float = 0.0  # seconds spent in this epoch before a resume
     # meta-step diagnostics, one value per meta step: dJ/dδ (global γ offset) and ‖dJ/dφ‖
-    offset_grads: list[float] = field(default_factory=list)
-    meta_grad_norms: list[float] = field(default_factory=list)
-    level_grads: list[float] = field(default_factory=list)  # dJ/db through the trajectory (meta.horizon)
+    offset_grads: list[Value] = field(default_factory=list)
+    meta_grad_norms: list[Value] = field(default_factory=list)
+    level_grads: list[Value] = field(default_factory=list)  # dJ/db through the trajectory (meta.horizon)
+
+    def gamma_values(self) -> torch.Tensor | None:
+        """The γ of every sample so far, on the device of the newest (None before any)."""
+        if not self.gammas:
+            return None
+        device = self.gammas[-1].device
+        return torch.cat([g.to(device) for g in self.gammas])
 
     def to_dict(self, elapsed: float) -> dict[str, Any]:
-        gammas = torch.cat(self.gammas) if self.gammas else torch.empty(0)
-        return {"loss_sum": self.loss_sum, "meta_sum": self.meta_sum, "count": self.count,
-                "meta_count": self.meta_count, "gammas": gammas, "elapsed": elapsed,
-                "offset_grads": list(self.offset_grads), "meta_grad_norms": list(self.meta_grad_norms),
-                "level_grads": list(self.level_grads)}
+        gammas = self.gamma_values()
+        return {"loss_sum": float(self.loss_sum), "meta_sum": float(self.meta_sum), "count": self.count,
+                "meta_count": self.meta_count, "gammas": torch.empty(0) if gammas is None else gammas.cpu(),
+                "elapsed": elapsed, "offset_grads": host_list(self.offset_grads),
+                "meta_grad_norms": host_list(self.meta_grad_norms), "level_grads": host_list(self.level_grads)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
@@ -59,3 +75,15 @@ class EpochProgress:
         return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
                    float(d["elapsed"]), list(d.get("offset_grads", [])), list(d.get("meta_grad_norms", [])),
                    list(d.get("level_grads", [])))
+
+
+def host_list(values: list[Value]) -> list[float]:
+    """Python floats of a list of restored numbers followed by device scalars (one read for all tensors)."""
+    numbers = [v for v in values if not isinstance(v, torch.Tensor)]
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    return numbers + (torch.stack(tensors).tolist() if tensors else [])
+
+
+def host_values(values: list[Value]) -> torch.Tensor:
+    """``torch.tensor`` of :func:`host_list`'s numbers (on the CPU, in the default dtype)."""
+    return torch.tensor(host_list(values))

@@ -188,7 +188,7 @@ def test_a_plain_imagefolder_root_through_the_cli(cli, tmp_path):
 
 
 def test_readme_image_folder_flgamma_sece_on_a_small_folder(tmp_path, monkeypatch, capsys):
-    """The README's image-folder FLγ-SECE command, as written (meta.batch_size 128 from the config), on a folder
+    """docs/own_data.md's image-folder FLγ-SECE command, as written (meta.batch_size 128 from the config), on a folder
     of 3 × 10 images: the meta batch is clamped to the 3-sample meta-val split with one warning line."""
     import shlex
 
@@ -197,8 +197,8 @@ def test_readme_image_folder_flgamma_sece_on_a_small_folder(tmp_path, monkeypatc
 
     from metacal.train.cli import main
 
-    readme = (REPO / "README.md").read_text()
-    line = next(ln for ln in readme.splitlines() if "image_folder/flgamma_sece.yaml" in ln and "resnet18" in ln)
+    page = (REPO / "docs" / "own_data.md").read_text()
+    line = next(ln for ln in page.splitlines() if "image_folder/flgamma_sece.yaml" in ln and "resnet18" in ln)
     argv = shlex.split(line)
     assert argv[:3] == ["python", "-m", "metacal.train"] and "data.root=my_images" in argv
     (tmp_path / "configs").symlink_to(REPO / "configs")

@@ -179,7 +179,7 @@ def test_bad_calib_file_and_bad_arguments(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_module_entry_point_runs_on_the_example_files(tmp_path):
-    """`python -m metacal.evaluate` end to end on docs/examples (the README command)."""
+    """`python -m metacal.evaluate` end to end on docs/examples (the command of docs/evaluation.md)."""
     test = REPO / "docs" / "examples" / "predictions_test.npz"
     val = REPO / "docs" / "examples" / "predictions_val.npz"
     png = tmp_path / "example_reliability.png"

@@ -20,38 +20,10 @@ from metacal.posthoc import TemperatureScaling
 from metacal.predictions import load_predictions
 from metacal.run_model import load_run
 from metacal.shift_eval import evaluate_run
-from tests.data.conftest import cifar10_dir  # noqa: F401  (the fixture: tiny CIFAR-10 in its real format)
 
-QUIET = {"logging": {"tensorboard": False, "progress_bar": False, "reliability_every": 0}}
 COMMON_KEYS = ("n", "error", "nll", "brier", "ece", "mce", "ace", "rmsce", "ece_sweep", "classwise_ece", "aurc",
                "augrc", "risk_at_coverage", "coverage_at_risk")
-
-
-def train(tmp_path: Path, name: str, data: dict, model: dict, epochs: int = 2) -> Path:
-    from metacal.train.cli import main as train_main
-
-    config = {"data": {"batch_size": 32, "eval_batch_size": 64, **data}, "model": model, "loss": {"name": "ce"},
-              "optim": {"lr": 0.05}, "schedule": {"epochs": epochs, "milestones": [epochs]},
-              "eval": {"bootstrap": 0}, "run": {"seed": 0, "torch_threads": 1}, **QUIET}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(json.dumps(config))  # JSON is YAML
-    run_dir = tmp_path / name
-    assert train_main(["--config", str(path), "--run-dir", str(run_dir)]) == 0
-    return run_dir
-
-
-@pytest.fixture(scope="module")
-def mnist1d_run(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("mnist1d_run")
-    return train(tmp, "m1d", {"name": "mnist1d", "root": str(tmp / "cache"), "options": {"num_samples": 2000}},
-                 {"name": "mlp", "options": {"hidden": [32]}})
-
-
-@pytest.fixture(scope="module")
-def cifar_run(tmp_path_factory, cifar10_dir) -> Path:  # noqa: F811
-    tmp = tmp_path_factory.mktemp("cifar_run")
-    return train(tmp, "c10", {"name": "cifar10", "root": str(cifar10_dir.root), "options": {"augment": False}},
-                 {"name": "mlp", "options": {"hidden": [16]}})
+# mnist1d_run, cifar_run: tiny finished runs shared by the session (tests/conftest.py)
 
 
 def run_cli(argv, capsys):

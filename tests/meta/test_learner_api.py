@@ -1,4 +1,4 @@
-"""The README's meta-learner example, run as written on a small model: one real SGD step, one γ-Net update."""
+"""docs/evaluation.md's meta-learner example, run as written on a small model: one real SGD step, one γ-Net update."""
 
 import pytest
 import torch

@@ -1,6 +1,7 @@
-"""The README's generated "Which method should I use?" section (metacal/report/guide.py): its numbers are the
-results CSVs' numbers, the README holds the current text, methods absent from the CSVs get no row, and a README
-without the markers is a clear error."""
+"""The generated method guide — the full one (docs/method_guide.md, metacal/report/guide.py) and the README's
+compact block (metacal/report/guide_compact.py): their numbers are the results CSVs' numbers, both files hold the
+current text, methods absent from the CSVs get no row, and a README without the markers is a clear error
+(metacal/report/guide_cli.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from metacal.report import guide
+from metacal.report import guide, guide_cli, guide_compact
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "results"
@@ -112,10 +113,63 @@ def test_sentence_numbers_are_the_paired_csv_numbers(section):
             assert f"{ratio:.2f}×" in block.split("CE's s/epoch")[0].split("the paper's method")[1]
 
 
-def test_readme_section_is_up_to_date():
-    old, new = guide.render_readme(REPO / "README.md", RESULTS)
+def test_readme_block_and_full_guide_are_up_to_date():
+    old, new = guide_cli.render_readme(REPO / "README.md", RESULTS)
     assert old == new, f"README.md's method guide is stale: run `{guide.COMMAND}`"
-    assert f"Regenerate: `{guide.COMMAND}`" in old
+    assert f"Regenerate: `{guide.COMMAND}`" in old and "](docs/method_guide.md)" in old
+    old, new = guide_cli.render_full(REPO / "docs" / "method_guide.md", RESULTS)
+    assert old == new, f"docs/method_guide.md is stale: run `{guide.COMMAND}`"
+
+
+def test_check_without_readme_checks_the_current_folders_readme(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    assert guide_cli.main(["--check"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["README.md: method guide up to date",
+                                                    "docs/method_guide.md: method guide up to date"]
+
+
+def _readme_block() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return text.split(guide_cli.START)[1].split(guide_cli.END)[0]
+
+
+def test_readme_compact_numbers_are_the_csv_numbers():
+    """Parsed back from README.md: the T ranges, each regime's temperatures and every cell of its table."""
+    block = _readme_block()
+    assert len(block.encode()) < 3000  # compact: the full tables live in docs/method_guide.md
+    rows = {s: {r["method"]: r for r in _csv(RESULTS / f"{s}.csv")} for s in guide.PAGES}
+    temps = {s: float(r["ce"]["t_nll_mean"]) for s, r in rows.items()}
+    for regime, over in (("over", True), ("under", False)):
+        group = [s for s in guide.PAGES if (temps[s] > 1) == over]
+        low, high = f"{min(temps[s] for s in group):.2f}", f"{max(temps[s] for s in group):.2f}"
+        assert f"T = {low}–{high} on the {regime}-confident pages" in block
+    blocks = _regimes(block)
+    assert set(blocks) == {"over", "under"}
+    for regime, part in blocks.items():
+        stems = re.findall(r"\]\(docs/results/([a-z0-9_]+)\.md\)", part.split("\n\n")[0])
+        assert sorted(stems) == sorted(s for s in guide.PAGES if s.endswith("overconfident") == (regime == "over"))
+        for s in stems:
+            assert f"T = {temps[s]:.2f} on [" in part and f"/{s}.md) ({rows[s]['ce']['n_runs']} seeds)" in part
+        table = _table(part)
+        labels = [re.sub(r" \((recommended|the paper).*\)$", "", cells[0]) for cells in table]
+        assert labels[:2] == ["CE", "CE + TS"] and "FLγ-SECE" in labels
+        assert ("Focal, auto γ" in labels) == any("auto_gamma" in rows[s] for s in stems)
+        for label, cells in zip(labels, table):
+            for s, cell in zip(stems, cells[1:]):
+                ce = rows[s]["ce"]
+                if label == "CE + TS":  # CE's row: test ECE after TS fitted by NLL on validation, CE's error
+                    assert cell == f"{_pct(ce['ece_ts_nll_mean'])} ({_pct(ce['error_mean'])})"
+                    continue
+                match = [r for r in rows[s].values() if r["label"] == label]
+                assert cell == (f"{_pct(match[0]['ece_mean'])} ({_pct(match[0]['error_mean'])})" if match else "–")
+        verdict = part.strip().splitlines()[-1]
+        assert verdict.startswith("Use CE + temperature scaling" if regime == "over" else "Use plain CE")
+
+
+def test_compact_range_of_one_page_is_one_value(tmp_path):
+    pages = guide.load_pages(RESULTS)
+    one = [p for p in pages if p.stem == "mnist1d"]
+    assert guide_compact.temperature_range(one) == f"{one[0].temperature:.2f}"
 
 
 def _copy_results(tmp_path: Path) -> Path:
@@ -154,27 +208,32 @@ def test_a_method_missing_from_the_csvs_gets_no_row_and_appears_once_present(tmp
 
 def test_markers_missing_or_misplaced_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(ValueError, match="method-guide:start"):
-        guide.replace_section("# README\nno markers\n", "body\n")
+        guide_cli.replace_section("# README\nno markers\n", "body\n")
     with pytest.raises(ValueError, match="found 1 and 1"):
-        guide.replace_section(f"{guide.END}\n{guide.START}\n", "body\n")
+        guide_cli.replace_section(f"{guide_cli.END}\n{guide_cli.START}\n", "body\n")
     readme = tmp_path / "README.md"
     readme.write_text("# README\n")
-    assert guide.main(["--readme", str(readme), "--results", str(RESULTS)]) == 2
+    assert guide_cli.main(["--readme", str(readme), "--results", str(RESULTS)]) == 2
     assert "method-guide:start" in capsys.readouterr().err and readme.read_text() == "# README\n"
 
 
-def test_cli_rewrites_only_between_the_markers_and_check_reports_stale(tmp_path):
+def test_cli_rewrites_only_between_the_markers_and_the_full_guide_and_check_reports_stale(tmp_path):
     (tmp_path / "docs").mkdir()
     shutil.copytree(_copy_results(tmp_path), tmp_path / "docs" / "results")
-    readme = tmp_path / "README.md"
+    readme, full = tmp_path / "README.md", tmp_path / "docs" / "method_guide.md"
     before, after = "# Title\n\nintro\n\n", "\n## Next\n\ntext\n"
-    readme.write_text(f"{before}{guide.START}\nstale\n{guide.END}{after}")
-    assert guide.main(["--readme", str(readme), "--check"]) == 1
-    assert guide.main(["--readme", str(readme)]) == 0
+    readme.write_text(f"{before}{guide_cli.START}\nstale\n{guide_cli.END}{after}")
+    assert guide_cli.main(["--readme", str(readme), "--check"]) == 1 and not full.exists()
+    assert guide_cli.main(["--readme", str(readme)]) == 0
     text = readme.read_text()
-    assert text.startswith(f"{before}{guide.START}\n") and text.endswith(f"{guide.END}{after}")
-    assert "](docs/results/mnist1d.md)" in text
-    assert guide.main(["--readme", str(readme), "--check"]) == 0
+    assert text.startswith(f"{before}{guide_cli.START}\n") and text.endswith(f"{guide_cli.END}{after}")
+    assert "](docs/results/mnist1d.md)" in text and "](docs/method_guide.md)" in text
+    page = full.read_text()
+    assert page.startswith(guide_cli.FULL_TITLE) and "](results/mnist1d.md)" in page
+    assert page.endswith(guide.guide_markdown(tmp_path / "docs" / "results", "results"))
+    assert guide_cli.main(["--readme", str(readme), "--check"]) == 0
+    full.write_text(page.replace("CE + TS", "CE+TS"))  # the full guide alone stale: --check says so
+    assert guide_cli.main(["--readme", str(readme), "--check"]) == 1
 
 
 def test_a_training_time_method_is_recommended_only_with_a_resolved_win_over_ce_on_every_page(tmp_path):

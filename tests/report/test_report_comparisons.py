@@ -68,9 +68,9 @@ def test_page_has_the_paired_section_with_the_numbers_scipy_gives(sweep, tmp_pat
     out = tmp_path / "page.md"
     result = build_report(sweep, out)
     text = out.read_text()
-    assert text.index("## Test metrics") < text.index("## Paired comparisons over seeds") < \
-        text.index("## The claim under test")
-    section = text.split("## Paired comparisons over seeds")[1].split("## The claim under test")[0]
+    assert text.index("## Test metrics") < text.index("## The claim under test") < \
+        text.index("## Paired comparisons over seeds")
+    section = text.split("## Paired comparisons over seeds")[1].split("## Figures")[0]
     headers = ["### Against CE (the baseline)",
                "### Against CE + TS (CE's test ECE after temperature scaling fitted by NLL on validation; CE's error)",
                "### Against Focal γ = 3 (the fixed γ chosen on mean validation ECE among Focal, Focal γ = 3)",

@@ -77,8 +77,8 @@ def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
     text = out.read_text()
     # the sweep that made the runs, the claim check and the people's discussion, in this order
     assert "The runs were produced by:\n\n```\npython scripts/sweep.py --configs a.yaml --seeds 0 1 --out x\n```" in text
-    assert text.index("## Test metrics") < text.index("## Paired comparisons over seeds") < \
-        text.index("## The claim under test") < text.index("## Discussion")
+    assert text.index("## Test metrics") < text.index("## The claim under test") < \
+        text.index("## Paired comparisons over seeds") < text.index("## Discussion")
     assert "## Discussion\n\nWritten by people: why CE is over-confident here.\n" in text
     assert "| CE | " in text.split("### Direction of the miscalibration")[1]
     assert text.startswith("# Synthetic sweep\n")
@@ -88,7 +88,7 @@ def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
     assert "From the runs' config.yaml: data: synthetic." in text
     assert f"cpu: {cpu_model()}" in text and f"cores: {os.cpu_count()}" in text
     # first table: Table-1 columns, paper labels, unknown stems as is, seeds with missing ones named
-    table = [ln for ln in text.split("## Paired comparisons over seeds")[0].splitlines() if ln.startswith("|")]
+    table = [ln for ln in text.split("## The claim under test")[0].splitlines() if ln.startswith("|")]
     assert "ECE (%)" in table[0] and "Error (%)" in table[0] and "ECE after HB (%)" in table[0]
     labels = [ln.split("|")[1].strip() for ln in table[2:]]
     assert labels == ["CE", "FLγ-SECE", "my_loss"]
@@ -157,3 +157,49 @@ def test_report_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, make, argv_ex
     assert _run_cli([str(root), *argv_extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_page_leads_with_the_answer_and_ends_with_the_per_seed_rows(tmp_path, run_writer):
+    """Regime line, summary table and verdicts first; paired details, discussion, figures and how the page was made
+    after them; the per-seed rows last. The regime line is the CE runs' own temperature, said once."""
+    from metacal.posthoc import TemperatureScaling
+    from metacal.report.page import build_report
+
+    root = tmp_path / "sweep"
+    for seed in (0, 1, 2):
+        run_writer(root / "ce" / f"seed{seed}", seed, n=200, k=4, sharpness=2.0)
+        run_writer(root / "focal" / f"seed{seed}", seed, n=200, k=4, sharpness=1.0, val_metrics={"ece": 0.05})
+        run_writer(root / "flgamma_sece" / f"seed{seed}", seed, n=200, k=4, gamma=True)
+    out = tmp_path / "page.md"
+    discussion = tmp_path / "discussion.md"
+    discussion.write_text("People's reading.\n")
+    result = build_report(root, out, title="Order", command="python scripts/report.py x", discussion=discussion)
+    text = out.read_text()
+    heads = [ln for ln in text.splitlines() if ln.startswith("## ")]
+    assert heads == ["## Test metrics, mean ± std over seeds", "## The claim under test",
+                     "## Paired comparisons over seeds", "## Discussion", "## Figures", "## How this page was made",
+                     "## Per seed"]
+    first = text.split("## Test metrics")[0]
+    ce = next(r for r in result.rows if r.method == "ce")
+    t = ce.stats["t_nll"][0]
+    # the CE runs' mean TS temperature, fitted on their val predictions as the runs were written
+    fitted = []
+    for seed in (0, 1, 2):
+        z = np.load(root / "ce" / f"seed{seed}" / "predictions" / "val.npz")
+        fitted.append(TemperatureScaling("nll").fit(z["logits"], z["labels"]).temperature)
+    assert t == pytest.approx(np.mean(fitted), rel=1e-6)
+    regime = f"Regime: CE is {'OVER' if t > 1 else 'UNDER'}-confident on this data"
+    assert first.startswith("# Order\n\n**" + regime) and f"T = {t:.3f}" in first
+    assert text.count("Regime: CE is") == 1
+    assert text.index("**Verdict on this data") < text.index("## Paired comparisons over seeds")
+    assert text.index("**Bar for FLγ-SECE") < text.index("## Paired comparisons over seeds")
+    assert "python scripts/report.py x" in text.split("## How this page was made")[1]
+    per_seed = text.split("## Per seed")[1]
+    assert "Test ECE / test error (%) per seed:" in per_seed and "Test ECE / test error (%) per seed:" not in \
+        text.split("## Per seed")[0]
+    rows = [ln for ln in per_seed.splitlines() if ln.startswith("| ") and not ln.startswith("| seed")]
+    fl = next(r for r in result.rows if r.method == "flgamma_sece")
+    for seed, line in zip((0, 1, 2), rows):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == str(seed)
+        assert cells[2] == f"{100 * fl.per_run[seed]['ece']:.2f} / {100 * fl.per_run[seed]['error']:.2f}"

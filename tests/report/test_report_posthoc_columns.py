@@ -13,7 +13,7 @@ from metacal.posthoc import registry
 from metacal.predictions import load_predictions
 from metacal.report.aggregate import aggregate, run_numbers
 from metacal.report.cli import main as report_main  # what scripts/report.py runs
-from metacal.report.posthoc_columns import ALL, column_key, parse_calibrators
+from metacal.report.posthoc_columns import ALL, DEFAULT, column_key, parse_calibrators
 from metacal.report.runs import find_runs, read_run
 
 NEW = ("vector", "matrix", "dirichlet", "isotonic", "ets")
@@ -110,7 +110,7 @@ def test_only_the_selected_calibrators_are_fitted(three_seeds, monkeypatch):
                                                     rel=1e-12)
     assert numbers["t_nll"] > 1.5  # ×3 logits: the claim's temperature still comes with ts_nll
     assert all(math.isnan(numbers[column_key(n)]) for n in ALL if n not in ("isotonic", "ts_nll"))
-    assert column_key("ts_perturbed") not in numbers  # needs perturbed predictions: never a report column
+    assert math.isnan(numbers[column_key("ts_perturbed")])  # not selected (and needs perturbed predictions)
 
 
 def test_probs_only_runs_fit_the_new_maps_on_log_probs(tmp_path, run_writer):
@@ -138,8 +138,9 @@ def test_cli_option_selects_the_columns(three_seeds, tmp_path):
 
 
 def test_parse_calibrators():
-    assert parse_calibrators("all") == ALL == ("ts_nll", "ts_ece", "hb", "vector", "matrix", "dirichlet", "isotonic",
-                                               "ets")  # ts_perturbed needs perturbed predictions runs lack
+    assert parse_calibrators("all") == DEFAULT == ("ts_nll", "ts_ece", "hb", "vector", "matrix", "dirichlet",
+                                                   "isotonic", "ets")  # ts_perturbed needs shift/val_<suite>.npz
+    assert ALL == (*DEFAULT, "ts_perturbed") and parse_calibrators("ts_perturbed,ets") == ("ets", "ts_perturbed")
     assert parse_calibrators("none") == ()
     assert parse_calibrators(" dirichlet , ts_nll,hb ") == ("ts_nll", "hb", "dirichlet")
 

@@ -89,6 +89,7 @@ def test_label_mapping():
         "focal_savuc": "Focal+S-AvUC", "nll_sbece": "NLL+SB-ECE",
         "focal2": "Focal γ = 2", "focal4": "Focal γ = 4", "focal5": "Focal γ = 5",
         "auto_gamma": "Focal, auto γ", "auto_ls": "LS, auto ε", "auto_dual_focal": "Dual focal, auto γ",
+        "mbls": "MbLS", "auto_gamma_shift": "Focal, auto γ (shift-tuned)",
     }  # fmt: skip
     assert METHOD_LABELS == expected
     assert all(method_label(k) == v for k, v in expected.items())

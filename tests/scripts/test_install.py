@@ -67,7 +67,7 @@ def test_non_editable_install_runs_outside_the_repo(tmp_path):
     assert not Path(where[0]).is_relative_to(REPO)
 
     assert "usage: python -m metacal.train" in _run([python, "-m", "metacal.train", "--help"], outside, env).stdout
-    for script in ("metacal-train", "metacal-evaluate", "metacal-sweep", "metacal-report"):
+    for script in ("metacal-train", "metacal-evaluate", "metacal-predict", "metacal-sweep", "metacal-report"):
         assert f"usage: {script}" in _run([bin_dir / script, "--help"], outside, env).stdout, script
 
     # the sweep's default trainer is the installed module, not a scripts/ path of a checkout

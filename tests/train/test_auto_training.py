@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
+import yaml
 from train_tiny import read_metrics
 
 AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "model": {"name": "mlp", "options": {"hidden": [32]}},
@@ -28,9 +29,11 @@ AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "model": {"name": "
     ("meta.controller.confirm=0", "meta.controller: confirm must be a whole number >= 1, got 0"),
     ("meta.controller.reconfirm=sometimes", "meta.controller: reconfirm must be true or false, got 'sometimes'"),
     ("meta.controller.sample=lots", "meta.controller.sample must be a whole number of held-out samples or null"),
-    ("meta.controller.measure_on=[meta_val,test]", "meta.controller.measure_on must list one or both of meta_val, "
-                                                   "val once each; got ['meta_val', 'test']"),
-    ("meta.controller.measure_on=[val,val]", "meta.controller.measure_on must list one or both"),
+    ("meta.controller.measure_on=[meta_val,test]", "meta.controller.measure_on must list some of meta_val, val, "
+                                                   "meta_val_shifted, val_shifted, each once; got ['meta_val', 'test']"),
+    ("meta.controller.measure_on=[val,val]", "meta.controller.measure_on must list some of"),
+    ("meta.controller.measure_on=[meta_val_shifted]", "meta.controller.measure_on: dataset 'gaussian_mixture' has no "
+                                                      "shift suite"),
 ])
 def test_bad_settings_stop_before_anything_is_written(override, message, write_config, run_cli, tmp_path):
     config = write_config("auto", AUTO)
@@ -107,3 +110,32 @@ def test_resume_gives_the_same_gamma_sequence(write_config, run_cli, tmp_path):
     assert a["auto"]["final"] == sequence[-1][1] and a["auto"]["gap_selected"] == selected[2]
     assert f"automatic gamma: {selected[0]:.3g} at the selected epoch" in out
     assert a["auto"]["measured_on"] == ["meta_val", "val"] and "points on meta-val + val)" in out
+
+
+def test_measuring_a_shifted_copy_of_meta_val(write_config, run_cli, tmp_path):
+    """measure_on: [meta_val, meta_val_shifted] measures meta-val and its copy perturbed at mixed severities of the
+    suite's fit families (the training-time analogue of perturbation TS)."""
+    from metacal.data import build, shift_suites
+    from metacal.train import components
+    from metacal.train.config import load_config
+
+    mnist1d = {**AUTO, "data": {"name": "mnist1d", "root": str(tmp_path / "cache"), "batch_size": 32,
+                                "eval_batch_size": 64, "options": {"num_samples": 1000}},
+               "schedule": {"epochs": 1, "milestones": [1]}}
+    config = write_config("auto_shift", mnist1d)
+    text = yaml.safe_load(config.read_text())
+    text["data"] = mnist1d["data"]  # TINY's gaussian-mixture options do not apply
+    config.write_text(yaml.safe_dump(text))
+    run_dir = tmp_path / "run"
+    code, _, err = run_cli(["--config", config, "--run-dir", run_dir, "--set",
+                            "meta.controller.measure_on=[meta_val,meta_val_shifted]"])
+    assert code == 0, err
+    assert read_metrics(run_dir)["auto"]["measured_on"] == ["meta_val", "meta_val_shifted"]
+    cfg = load_config(run_dir / "config.yaml")
+    bundle = build("mnist1d", root=str(tmp_path / "cache"), seed=cfg.data.seed, num_samples=1000)
+    shifted = shift_suites.shifted_held_out(bundle, "meta_val", cfg.run.seed)
+    x, y = shift_suites.perturbed_split(bundle, "mnist1d_natural", "meta_val", cfg.run.seed)
+    assert torch.equal(shifted.tensors[0], x) and torch.equal(shifted.tensors[1], y)
+    clean = torch.stack([bundle.meta_val[i][0] for i in range(len(bundle.meta_val))])
+    assert len(shifted) == len(bundle.meta_val) and not torch.equal(shifted.tensors[0], clean)
+    assert components  # the trainer built the measured set through components.build_auto

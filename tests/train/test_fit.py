@@ -67,7 +67,8 @@ def test_stock_torchvision_resnet18_with_flgamma_sece_writes_the_cli_run_dir(tmp
                                     "logging.progress_bar=false"])
     # the CLI's run directory, file for file
     assert {p.name for p in run_dir.iterdir()} == {"config.yaml", "runtime.json", "tensorboard", "checkpoints",
-                                                   "predictions", "metrics.json", "history.json", "reliability.png"}
+                                                   "predictions", "metrics.json", "history.json", "reliability.png",
+                                                   "calibration"}  # no predictor.json: the network is the caller's
     assert {p.name for p in (run_dir / "predictions").iterdir()} == {"val.npz", "test.npz"}
     assert (run_dir / "checkpoints" / "latest" / "model.safetensors").is_file()
     assert any((run_dir / "tensorboard").iterdir())

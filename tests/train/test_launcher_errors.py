@@ -35,5 +35,5 @@ def test_bad_config_under_torchrun_is_one_line_once_before_the_launchers_report(
     assert ours[0] == error, proc.stderr[-3000:]
     assert lines.count(error) == 1, proc.stderr[-3000:]  # rank 1 does not say it again
     assert str(REPO / "metacal") not in proc.stderr  # no traceback through metacal's code, before or after
-    assert "ChildFailedError" in proc.stderr and re.search(r"exitcode\s*: 2 ", proc.stderr)  # the README's words
+    assert "ChildFailedError" in proc.stderr and re.search(r"exitcode\s*: 2 ", proc.stderr)  # docs/training.md's words
     assert not (tmp_path / "run").exists()

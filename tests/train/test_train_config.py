@@ -181,7 +181,28 @@ def test_resolved_config_round_trips(tmp_path):
 
 
 def shipped_configs() -> list[Path]:
-    return [CONFIGS / "quickstart.yaml"] + [CONFIGS / d / f"{m}.yaml" for d in DATASETS for m in METHODS]
+    return [CONFIGS / "quickstart.yaml", CONFIGS / "quickstart_flgamma_sece.yaml"] + [
+        CONFIGS / d / f"{m}.yaml" for d in DATASETS for m in METHODS]
+
+
+# every dataset folder, the user's own data included, has the recommended method: Focal, auto γ
+AUTO_GAMMA = sorted(p for p in CONFIGS.glob("*/auto_gamma.yaml") if p.parent.name != "methods") + sorted(CONFIGS.glob("own_data/*/auto_gamma.yaml"))
+
+
+def test_every_dataset_folder_has_the_recommended_auto_gamma():
+    folders = {p.parent for p in [*CONFIGS.glob("*/base.yaml"), *CONFIGS.glob("own_data/*/base.yaml")]}
+    assert folders and folders == {p.parent for p in AUTO_GAMMA}
+
+
+@pytest.mark.parametrize("path", AUTO_GAMMA, ids=lambda p: str(p.parent.relative_to(CONFIGS)))
+def test_auto_gamma_configs_load_on_their_dataset_base(path):
+    methods = "../../methods" if path.parent.parent.name == "own_data" else "../methods"
+    assert path.read_text().splitlines()[0] == f"base: [base.yaml, {methods}/auto_gamma.yaml]"
+    cfg = load_config(path)
+    base = load_config(path.parent / "base.yaml")
+    assert (cfg.meta.enabled, cfg.meta.learner, cfg.loss.name, cfg.meta.lr) == (True, "auto", "focal", 1.0)
+    assert (cfg.data.name, cfg.model.name, cfg.schedule.epochs) == (base.data.name, base.model.name,
+                                                                    base.schedule.epochs)
 
 
 def test_every_dataset_has_every_method_on_a_shared_base():
@@ -202,7 +223,8 @@ def test_meta_lr_of_every_shipped_config_is_the_schema_default():
 
     default = MetaConfig().lr
     assert default == 1e-4 and inspect.signature(MetaLearner).parameters["meta_lr"].default == default
-    paths = sorted(CONFIGS.glob("*/*.yaml")) + [CONFIGS / "quickstart.yaml"]
+    paths = sorted(CONFIGS.glob("*/*.yaml")) + sorted(CONFIGS.glob("own_data/*/*.yaml")) + [
+        CONFIGS / "quickstart.yaml", CONFIGS / "quickstart_flgamma_sece.yaml"]
     checked = 0
     for path in paths:
         if path.parent.name == "methods" or path.name == "README.md":

@@ -1,0 +1,113 @@
+"""python -m metacal.predict: the probabilities it writes are metacal.load(...).predict_proba's, bit for bit; the
+export it writes is the TorchScript file; every bad input is one line, exit code 2, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import metacal
+from metacal.predict import main
+from tests.predictor.conftest import copy_run, mnist1d_test_inputs
+
+
+def run_cli(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def inputs(mnist1d_run, tmp_path_factory):
+    x, y = mnist1d_test_inputs(mnist1d_run)
+    folder = tmp_path_factory.mktemp("predict_inputs")
+    np.savez(folder / "xy.npz", x=x.numpy(), y=y.numpy())
+    np.savez(folder / "x.npz", x=x.numpy())
+    return folder
+
+
+def test_cli_writes_the_probabilities_of_predict_proba(mnist1d_run, inputs, tmp_path, capsys):
+    out = tmp_path / "probs.npz"
+    code, printed, err = run_cli([mnist1d_run, inputs / "xy.npz", "--out", out, "--device", "cpu"], capsys)
+    assert code == 0, err
+    metrics = json.loads((mnist1d_run / "metrics.json").read_text())["test_after_ts"]
+    assert printed.strip() == (f"wrote (400, 10) probabilities (ts_nll) and labels_pred to {out}; error "
+                               f"{100 * metrics['error']:.2f}%, ECE {100 * metrics['ece']:.2f}% (15 bins)")
+    x, _ = mnist1d_test_inputs(mnist1d_run)
+    expected = metacal.load(mnist1d_run, device="cpu").predict_proba(x).numpy()
+    with np.load(out) as saved:
+        assert np.array_equal(saved["probs"], expected) and saved["probs"].dtype == np.float64
+        assert np.array_equal(saved["labels_pred"], expected.argmax(axis=1)) and saved["labels_pred"].dtype == np.int64
+        assert saved["classes"].tolist() == [str(c) for c in range(10)]
+        assert str(saved["calibrator"]) == "ts_nll"
+
+
+def test_cli_other_calibrators_and_none(mnist1d_run, inputs, tmp_path, capsys):
+    run = copy_run(mnist1d_run, tmp_path / "run")
+    x, _ = mnist1d_test_inputs(mnist1d_run)
+    for name, flag in (("vector", "vector"), (None, "none")):
+        out = tmp_path / f"{flag}.npz"
+        code, printed, err = run_cli([run, inputs / "x.npz", "--out", out, "--calibrator", flag], capsys)
+        assert code == 0, err
+        assert printed.strip() == f"wrote (400, 10) probabilities ({name or 'uncalibrated'}) and labels_pred to {out}"
+        with np.load(out) as saved:
+            expected = metacal.load(run, calibrator=name, device="cpu").predict_proba(x).numpy()
+            assert np.array_equal(saved["probs"], expected) and str(saved["calibrator"]) == flag
+    assert (run / "calibration" / "vector.pt").is_file()
+
+
+def test_cli_export_matches_predict_proba(mnist1d_run, tmp_path, capsys):
+    path = tmp_path / "model.pt"
+    code, printed, err = run_cli([mnist1d_run, "--export", path, "--calibrator", "ts_nll"], capsys)
+    assert code == 0, err
+    assert printed.strip() == (f"wrote TorchScript model (ts_nll) to {path}: inputs (N, 1, 40) float32 → N×10 "
+                               "float64 probabilities")
+    x, _ = mnist1d_test_inputs(mnist1d_run)
+    with pytest.warns(FutureWarning):  # torch.jit.load's deprecation note
+        exported = torch.jit.load(str(path))
+    assert float((exported(x) - metacal.load(mnist1d_run, device="cpu").predict_proba(x)).abs().max()) <= 1e-6
+
+
+def test_bad_requests_are_one_line_and_write_nothing(mnist1d_run, inputs, tmp_path, capsys):
+    run = copy_run(mnist1d_run, tmp_path / "run")
+    x = np.load(inputs / "xy.npz")["x"]
+    np.savez(tmp_path / "nox.npz", z=x)
+    np.savez(tmp_path / "short.npz", x=x[:, :, :30])
+    np.savez(tmp_path / "wide.npz", x=np.repeat(x, 3, axis=1))
+    np.savez(tmp_path / "bady.npz", x=x, y=np.full(len(x), 10))
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro").chmod(0o500)
+    out = tmp_path / "out.npz"
+    cases = {
+        "missing run": ([tmp_path / "nope", inputs / "x.npz", "--out", out], "is not a directory"),
+        "not a run": ([tmp_path, inputs / "x.npz", "--out", out], "has no config.yaml"),
+        "missing inputs": ([run, tmp_path / "none.npz", "--out", out], "no such file"),
+        "no x": ([run, tmp_path / "nox.npz", "--out", out], r"has no 'x' \(found: z\)"),
+        "wrong shape": ([run, tmp_path / "short.npz", "--out", out], r"shape \(N, 1, 40\); got \(400, 1, 30\)"),
+        "wrong channels": ([run, tmp_path / "wide.npz", "--out", out], r"shape \(N, 1, 40\); got \(400, 3, 40\)"),
+        "labels out of range": ([run, tmp_path / "bady.npz", "--out", out], r"y must lie in 0\.\.9, got 10\.\.10"),
+        "unknown calibrator": ([run, inputs / "x.npz", "--out", out, "--calibrator", "dirichlett"],
+                               "did you mean dirichlet"),
+        "out is a folder": ([run, inputs / "x.npz", "--out", tmp_path / "ro"], "is a directory; name a file"),
+        "out folder missing": ([run, inputs / "x.npz", "--out", tmp_path / "no" / "p.npz"], "does not exist"),
+        "no out": ([run, inputs / "x.npz"], "go together"),
+        "not exportable": ([run, "--export", tmp_path / "m.pt", "--calibrator", "isotonic"],
+                           "cannot be exported to TorchScript"),
+    }
+    if os.geteuid() != 0:  # root writes anywhere
+        cases["unwritable out"] = ([run, inputs / "x.npz", "--out", tmp_path / "ro" / "p.npz"], "cannot be written")
+    before = sorted(p.name for p in (run / "calibration").iterdir())
+    for name, (argv, message) in cases.items():
+        code, printed, err = run_cli(argv + (["--calibrator", "vector"] if "--calibrator" not in argv else []),
+                                     capsys)
+        assert code == 2, name
+        assert printed == "" and len(err.strip().splitlines()) == 1, name
+        assert err.startswith("python -m metacal.predict: error: "), name
+        assert re.search(message, err), (name, err)
+    assert not out.exists() and not (tmp_path / "m.pt").exists() and not any((tmp_path / "ro").iterdir())
+    assert sorted(p.name for p in (run / "calibration").iterdir()) == before  # nothing fitted, nothing saved
