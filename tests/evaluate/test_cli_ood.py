@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from metacal.evaluate import main
 from metacal.metrics.ood import ood_detection
 from metacal.metrics.selective import selective_summary
+from test_cli import run  # the evaluate CLI in process: (exit code, stdout, stderr)
 
 
 def make_npz(path, n=200, k=4, seed=0, kind="logits", scale=2.0):
@@ -21,12 +21,6 @@ def make_npz(path, n=200, k=4, seed=0, kind="logits", scale=2.0):
     else:
         np.savez(path, probs=torch.softmax(torch.from_numpy(logits).double(), 1).numpy(), labels=labels)
     return path
-
-
-def run(argv, capsys):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_json_has_selective_keys_and_ood_object(tmp_path, capsys):

@@ -75,10 +75,15 @@ def test_regime_configs(regime, options):
     assert cfg.loss.name == "focal" and cfg.run.torch_threads == 1
     shipped = {p.stem for p in (CONFIGS / regime.replace("_overconfident", "")).glob("*.yaml")}
     here = {p.stem for p in (CONFIGS / regime).glob("*.yaml")}
-    # every method of the dataset, the fixed-γ grid (focal at γ = 2…5), the trajectory level, the other automatic scalars
-    assert here == shipped | {"focal2", "focal3", "focal4", "focal5", "flgamma_sece_trajectory", "auto_dual_focal", "auto_ls"}
-    for stem in here - {"base"}:
+    # every method of the dataset, the fixed-γ grid (focal at γ = 2…5), the trajectory level, the other automatic
+    # scalars, MbLS and the shift-tuned automatic γ (the shift study's methods)
+    assert here == shipped | {"focal2", "focal3", "focal4", "focal5", "flgamma_sece_trajectory", "auto_dual_focal",
+                              "auto_ls", "mbls", "auto_gamma_shift"}
+    for stem in here - {"base", "auto_gamma_shift"}:
         assert (CONFIGS / regime / f"{stem}.yaml").read_text() == f"base: [base.yaml, ../methods/{stem}.yaml]\n"
+    shift = load_config(CONFIGS / regime / "auto_gamma_shift.yaml")
+    assert shift.meta.controller["measure_on"] == ["meta_val", "val", "meta_val_shifted", "val_shifted"]
+    assert shift.meta.controller["sample"] == load_config(CONFIGS / regime / "auto_gamma.yaml").meta.controller["sample"]
 
 
 def test_cli_bad_regime_and_seeds_exit_2(tmp_path, capsys):
