@@ -165,11 +165,15 @@ def commands(root: Path, suite: str, ood: str | None, sweep_command: str | None,
 
 def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | None = None,
                      seeds: Sequence[int] | None = None, sweep_command: str | None = None,
-                     command: str | None = None, title: str | None = None) -> ShiftPage:
-    """Check every input, then write ``out`` (Markdown), ``out`` with .csv and ``<stem>_*_vs_severity.png``."""
+                     command: str | None = None, title: str | None = None,
+                     discussion: str | Path | None = None) -> ShiftPage:
+    """Check every input, then write ``out`` (Markdown), ``out`` with .csv and ``<stem>_*_vs_severity.png``;
+    ``discussion`` (a Markdown file: the authors' reading of the numbers) is appended as the page's Discussion."""
     root, out = Path(root), Path(out)
     if out.suffix.lower() != ".md":
         raise ValueError(f"--out must name a Markdown file ending in .md, got {out}")
+    if discussion is not None and not Path(discussion).is_file():
+        raise FileNotFoundError(f"--discussion file not found: {discussion}")
     evaluated = load(root, suite, ood, seeds)
     rows, picks = method_rows(evaluated)
     shift = evaluated[0].shift
@@ -219,6 +223,8 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
     lines += ["Not drawn: risk–coverage curves and reliability diagrams under shift need per-sample predictions, "
               f"which shift/{suite}.json does not hold.", "",
               f"Every cell as fractions: [{csv_path.name}]({csv_path.name}).", ""]
+    if discussion is not None:
+        lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
     out.write_text("\n".join(lines), encoding="utf-8")
     return ShiftPage(markdown=out, csv=csv_path, figures=made, rows=rows, picks=picks)
 
@@ -233,6 +239,7 @@ def parse_args(argv: list[str], prog: str = PROG) -> argparse.Namespace:
     ap.add_argument("--sweep-command", default=None, help="the command that trained the sweep, printed on the page "
                     f"(default: SWEEP/{SWEEP_COMMAND_FILE} when present)")
     ap.add_argument("--title", default=None, help="page title")
+    ap.add_argument("--discussion", default=None, metavar="MD", help="Markdown file appended as the page's Discussion")
     return ap.parse_args(argv)
 
 
@@ -246,7 +253,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     command = shlex.join([*shlex.split(prog), *argv])
     try:
         page = build_shift_page(args.root, args.suite, args.out, args.ood, args.seeds, args.sweep_command,
-                                command, args.title)
+                                command, args.title, args.discussion)
     except (ValueError, FileNotFoundError) as exc:
         print(f"shift report: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

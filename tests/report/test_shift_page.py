@@ -203,8 +203,11 @@ def test_launcher_seeds_and_under_confident(tmp_path):
     spec.loader.exec_module(launcher)
     root = make_sweep(tmp_path / "sweep", methods=("ce",), temps=(0.8, 0.9, 0.7), ood=False)
     out = tmp_path / "p.md"
-    assert launcher.main([str(root), "--suite", SUITE, "--out", str(out), "--seeds", "0", "1"]) == 0
+    (tmp_path / "notes.md").write_text("CE stays under-confident under shift.\n")
+    assert launcher.main([str(root), "--suite", SUITE, "--out", str(out), "--seeds", "0", "1",
+                          "--discussion", str(tmp_path / "notes.md")]) == 0
     md = out.read_text()
+    assert md.rstrip().endswith("## Discussion\n\nCE stays under-confident under shift.")
     assert "T = 0.850 ± 0.071 (mean over 2 seeds): CE is under-confident (T < 1)" in md
     assert table(md, "## Test ECE against severity, mean over the held-out families")["CE"][2] == pct([0.12, 0.13])
     assert "No grid pick" in md and len(out.with_suffix(".csv").read_text().splitlines()) == 1 + 4 * 2 * 3 * 12
@@ -216,6 +219,7 @@ def test_launcher_seeds_and_under_confident(tmp_path):
     ("suite", "unknown shift suite 'corruption'"),
     ("ood", "12 of 12 runs have no shift/ood_held_out_classes.json"),
     ("seeds", "--seeds: no run for auto_gamma seed 5"),
+    ("discussion", "--discussion file not found"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case, needle):
     root = tmp_path / "sweep"
@@ -226,7 +230,8 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case, needl
         (root / "focal2" / "seed1" / "shift" / f"{SUITE}.json").unlink()
     out = tmp_path / "docs" / "page.md"
     argv = [str(root), "--suite", "corruption" if case == "suite" else SUITE, "--out", str(out)]
-    argv += {"ood": ["--ood", "held_out_classes"], "seeds": ["--seeds", "0", "5"]}.get(case, [])
+    argv += {"ood": ["--ood", "held_out_classes"], "seeds": ["--seeds", "0", "5"],
+             "discussion": ["--discussion", str(tmp_path / "none.md")]}.get(case, [])
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
