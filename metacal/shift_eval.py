@@ -145,7 +145,7 @@ def evaluate_shift(run: LoadedRun, suite: str, severities: Sequence[int], column
                 cells.append({"family": family, "severity": severity,
                               "metrics": columns.cell(run.predictions(x, y))})
                 bar.update()
-    held_out = [f for f in families if f not in fit]
+    held_out = shift_suites.held_out_families(bundle, suite)
     means = [{"severity": 0, "over": over, "metrics": clean} for over in ("all", "held_out")]
     for severity in severities:
         for over, names in (("all", families), ("held_out", held_out)):

@@ -34,12 +34,14 @@ SPLITS = ("train", "val", "meta_val", "test")
 
 @dataclass(frozen=True)
 class Suite:
-    """A suite's families in their fixed order, the fit ones, and which bundles it applies to."""
+    """A suite's families in their fixed order, the fit ones, and which bundles it applies to. ``combined``: families
+    that move a fit family's parameters together with others (MNIST-1D's ``all``), so neither fit nor held out."""
 
     families: tuple[str, ...]
     fit: tuple[str, ...]
     applies: Callable[[DataBundle], bool]
     needs: str  # what the bundle must be, for the error message
+    combined: tuple[str, ...] = ()
 
 
 SHIFT_SUITES: Registry[Suite] = Registry("shift suite")
@@ -67,7 +69,7 @@ def _corruptions() -> Suite:
 
 @SHIFT_SUITES.register("mnist1d_natural")
 def _mnist1d_natural() -> Suite:
-    return Suite(mnist1d_shift.FAMILIES, ("noise", "shear"), _is_mnist1d, "mnist1d")
+    return Suite(mnist1d_shift.FAMILIES, ("noise", "shear"), _is_mnist1d, "mnist1d", combined=("all",))
 
 
 def check_suite(bundle: DataBundle, suite: str) -> None:
@@ -92,6 +94,14 @@ def fit_families(bundle: DataBundle, suite: str) -> list[str]:
     """The families a shift-aware calibrator or training-time controller may see (at most half); the rest are held out."""
     check_suite(bundle, suite)
     return list(SHIFT_SUITES.get(suite)().fit)
+
+
+def held_out_families(bundle: DataBundle, suite: str) -> list[str]:
+    """The families no shift-aware calibrator or controller sees, in any part: neither fit nor combined (a family
+    that moves a fit family's parameters along with others is not held out)."""
+    check_suite(bundle, suite)
+    entry = SHIFT_SUITES.get(suite)()
+    return [f for f in entry.families if f not in entry.fit and f not in entry.combined]
 
 
 def _split(bundle: DataBundle, split: str) -> Any:
@@ -221,5 +231,5 @@ def ood_inputs(bundle: DataBundle, name: str, seed: int = 0) -> torch.Tensor:
         raise ValueError(unknown_name("OOD set", name, OOD_SETS.available()))
     return OOD_SETS.get(name)(bundle, seed)
 
-__all__ = ["OOD_SETS", "SHIFT_SUITES", "check_suite", "default_suite", "fit_families", "model_inputs", "ood_inputs",
-           "perturbed_split", "shifted_held_out", "shifted_split", "suite_families"]
+__all__ = ["OOD_SETS", "SHIFT_SUITES", "check_suite", "default_suite", "fit_families", "held_out_families",
+           "model_inputs", "ood_inputs", "perturbed_split", "shifted_held_out", "shifted_split", "suite_families"]
