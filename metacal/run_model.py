@@ -36,14 +36,6 @@ class LoadedRun:
     device: torch.device
     val: Predictions  # predictions/val.npz: what the run's own temperature scaling was fitted on
 
-    @property
-    def metrics(self) -> dict[str, Any] | None:
-        """metrics.json (None when the run has not finished)."""
-        import json
-
-        path = self.root / "metrics.json"
-        return json.loads(path.read_text()) if path.is_file() else None
-
     def logits(self, inputs: torch.Tensor) -> torch.Tensor:
         """float32 logits (CPU) of model-ready ``inputs`` (N, *input_shape), in batches of the run's
         ``data.eval_batch_size``."""

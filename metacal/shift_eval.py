@@ -127,16 +127,15 @@ def _progress(total: int, desc: str, enabled: bool | None):
     return tqdm(total=total, desc=desc, unit="cell", disable=None if enabled is None else not enabled, leave=False)
 
 
-def evaluate_shift(run: LoadedRun, suite: str, severities: Sequence[int], columns: Columns,
+def evaluate_shift(run: LoadedRun, suite: str, severities: Sequence[int], columns: Columns, clean: dict[str, Any],
                    seed: int = 0, progress: bool | None = None) -> dict[str, Any]:
-    """Every family × severity of ``suite`` (plus severity 0, the clean test split) in ``columns``."""
+    """Every family × severity of ``suite`` in ``columns``; severity 0 is ``clean``, the clean test split's cell
+    (every family's severity 0 is that split bit for bit: tests/data/test_shift_suites.py)."""
     from metacal.data import shift_suites
 
     bundle = run.bundle
     families = shift_suites.suite_families(bundle, suite)
     fit = shift_suites.fit_families(bundle, suite)
-    x0, y0 = shift_suites.shifted_split(bundle, suite, families[0], 0, "test", seed)
-    clean = columns.cell(run.predictions(x0, y0))
     cells = []
     with _progress(len(families) * len(severities), f"{run.root.name}: {suite}", progress) as bar:
         for family in families:
@@ -242,7 +241,8 @@ def evaluate_run(run_dir: str | Path, shift: str | None = None, severities: Sequ
         result: dict[str, Any] = {"run": str(run.root), "num_bins": bins, "calibrators": columns.params(),
                                   "clean": columns.cell(Predictions.from_logits(test_logits, y0))}
         if shift is not None:
-            result["shift"] = evaluate_shift(run, shift, severities, columns, seed, progress)
+            result["shift"] = evaluate_shift(run, shift, severities, columns, result["clean"], seed,
+                                             progress)
         if ood is not None:
             name, logits = _ood_logits(run, ood, seed)
             result["ood"] = {"set": name, "n_in": len(test_logits), "n_out": len(logits),
