@@ -7,8 +7,8 @@ from metacal.data import build
 from metacal.data import shift_suites as ss
 from metacal.data.class_split import RelabeledSubset
 from metacal.data.ood_digits import digits_as_images, digits_as_vectors
+from tests.installed import requires_fashion_mnist
 
-FASHION = __import__("pathlib").Path("/usr/share/datasets/fashion-mnist")
 
 
 def test_digits_as_images_and_vectors():
@@ -72,7 +72,7 @@ def test_held_out_classes_need_in_classes():
     assert ss.ood_inputs(b, "digits").shape == (1797, 1, 10)
 
 
-@pytest.mark.skipif(not FASHION.is_dir(), reason="Fashion-MNIST not installed")
+@requires_fashion_mnist
 def test_in_classes_on_fashion_mnist():
     b = build("fashion_mnist", in_classes=list(range(8)))
     assert b.num_classes == 8 and b.classes[-1] == "Sneaker"

@@ -1,6 +1,5 @@
 """The suite API: model-ready shifted splits (severity 0 bit-identical to the loader), perturbed splits, errors."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,8 +8,8 @@ import torch
 from metacal.data import build
 from metacal.data import shift_suites as ss
 from metacal.data.corruptions import CORRUPTIONS, corrupt
+from tests.installed import requires_fashion_mnist
 
-FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +94,7 @@ def test_digits_are_model_ready_for_images(tiny):
     assert float(x.min()) == pytest.approx(-0.2860 / 0.3530, abs=1e-5)  # black background → (0 − mean)/std
 
 
-@pytest.mark.skipif(not FASHION.is_dir(), reason="Fashion-MNIST not installed")
+@requires_fashion_mnist
 def test_real_fashion_mnist_severity_zero_and_shapes():
     b = build("fashion_mnist")
     x, y = ss.shifted_split(b, "corruptions", "zoom", 0)

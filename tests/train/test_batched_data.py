@@ -11,6 +11,7 @@ from train_tiny import METHODS, TINY, deep_merge
 
 from metacal.train import load_config, train
 from metacal.train.run_dir import prepare_run_dir
+from tests.installed import requires_fashion_mnist
 
 #: keys that hold wall-clock times (they differ between any two runs)
 TIMES = ("time_s", "auto_measure_s")
@@ -36,15 +37,6 @@ def run_both(tmp_path, config: dict) -> list[tuple[object, object]]:
     return out
 
 
-def fashion_mnist_installed() -> bool:
-    from metacal.data import DataNotFoundError
-    from metacal.data.fashion_mnist import find_fashion_mnist_files
-
-    try:
-        find_fashion_mnist_files()
-    except DataNotFoundError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("method", ["ce", "flgamma_sece"])
@@ -59,7 +51,7 @@ def test_mnist1d_history_is_identical_with_and_without_batching(tmp_path, method
     assert new_metrics == old_metrics
 
 
-@pytest.mark.skipif(not fashion_mnist_installed(), reason="Fashion-MNIST is not installed")
+@requires_fashion_mnist
 def test_fashion_mnist_history_is_identical_with_and_without_batching(tmp_path):
     config = deep_merge(TINY, {
         "data": {"name": "fashion_mnist", "batch_size": 64, "options": {"train_subset": 640}},

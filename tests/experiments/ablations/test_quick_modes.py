@@ -7,6 +7,7 @@ import math
 import pytest
 
 from experiments.ablations.cli import main
+from tests.installed import fashion_mnist_installed
 
 STUDIES = ["bins", "gamma_map", "objective", "backend", "calibratable", "ground_truth", "ci_coverage", "shift",
            "grad_weighting", "gamma_oracle", "meta_signal", "meta_horizon"]
@@ -41,21 +42,12 @@ def check_markdown(path):
     return text
 
 
-def fashion_mnist_missing() -> bool:
-    from metacal.data import DataNotFoundError
-    from metacal.data.fashion_mnist import find_fashion_mnist_files
-
-    try:
-        find_fashion_mnist_files()
-    except DataNotFoundError:
-        return True
-    return False
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("study", STUDIES)
 def test_quick_mode(study, tmp_path, capsys):
-    if study == "shift" and fashion_mnist_missing():  # the study corrupts Fashion-MNIST images
+    if study == "shift" and not fashion_mnist_installed():  # the study corrupts Fashion-MNIST images
         pytest.skip("the shift study needs Fashion-MNIST: apt-get install dataset-fashion-mnist")
     assert main([study, "--quick", "--out", str(tmp_path)]) == 0
     assert f"wrote {tmp_path / study}.md" in capsys.readouterr().out
