@@ -39,13 +39,14 @@ from .root_finder import SignRootFinder
 
 #: ``meta.controller``'s keys and defaults (the ``meta`` config section of ``meta.learner: auto``): the band k in
 #: standard errors, the step's grow and shrink factors, ``confirm`` (agreeing signs in a row that move the scalar),
-#: ``reconfirm`` (after a move, wait for ``confirm`` new agreeing signs), ``max`` the scalar's upper end (None: the
-#: loss's own, 1 for label-smoothing ε, capped at 10 where the loss has none, focal γ), ``updates_per_epoch``,
+#: ``reconfirm`` (after a move, wait for ``confirm`` new agreeing signs), ``probe`` (how many first steps a run of
+#: moves may push the scalar without changing the gap before further pushes are withheld; None: never), ``max`` the
+#: scalar's upper end (None: the loss's own, 1 for label-smoothing ε, capped at 10 where the loss has none, focal γ), ``updates_per_epoch``,
 #: ``sample`` (samples per measurement; None: all) and ``measure_on`` (the held-out splits measured together:
 #: meta_val, val or both, and their shifted copies meta_val_shifted, val_shifted). ``meta.lr`` is the first step,
 #: ``meta.gamma_net.init_gamma`` the start.
 CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "reconfirm": False,
-                                       "max": None, "updates_per_epoch": 1, "sample": None,
+                                       "probe": 2.0, "max": None, "updates_per_epoch": 1, "sample": None,
                                        "measure_on": ["meta_val", "val"]}
 #: the splits ``meta.controller.measure_on`` may name: the held-out splits, and each perturbed at mixed severities of
 #: its dataset's shift suite's fit families (metacal.data.shift_suites.shifted_held_out; docs/conventions.md#shift)
@@ -86,7 +87,7 @@ def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[
     try:
         finder = SignRootFinder(start, float(meta.lr), lo, top, band=float(opts["band"]), grow=float(opts["grow"]),
                                 shrink=float(opts["shrink"]), confirm=opts["confirm"],
-                                reconfirm=opts["reconfirm"])
+                                reconfirm=opts["reconfirm"], probe=opts["probe"])
     except ValueError as err:
         raise ValueError(f"meta.controller: {err}") from None
     return finder, opts
@@ -231,8 +232,10 @@ class AutoScalar:
             seconds = time.perf_counter() - started
             sign = self.finder.update(gap, se)
             self._apply()
+            state = self.finder.state
             self.last = {f"{self.knob}_trained": value, self.knob: self.finder.value, "gap": gap, "gap_se": se,
-                         "band": self.finder.band * se, "step": self.finder.state.step, "decision": float(sign)}
+                         "band": self.finder.band * se, "step": state.step, "decision": float(sign),
+                         "held": float(state.held), "at_limit": float(state.at_limit), "max": self.finder.hi}
             self.measure_seconds += seconds
             out.control = dict(self.last)
         return out
@@ -240,7 +243,9 @@ class AutoScalar:
     def epoch_metrics(self) -> dict[str, float]:
         """The last update's numbers for the epoch's history line: ``auto_gamma_trained`` (the value the
         measured network trained with), ``auto_gamma`` (the value after the update), ``auto_gap`` … ``auto_decision``,
-        and ``auto_measure_s``: the seconds spent measuring since the previous call (the controller's own cost)."""
+        ``auto_held`` and ``auto_at_limit`` (the root finder's counts of withheld moves so far), ``auto_max`` (the
+        upper end), and ``auto_measure_s``: the seconds spent measuring since the previous call (the controller's
+        own cost)."""
         report = {f"auto_{k}": v for k, v in self.last.items()}
         report["auto_measure_s"], self.measure_seconds = self.measure_seconds, 0.0
         return report

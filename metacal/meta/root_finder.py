@@ -28,6 +28,16 @@ costs one update of lag where the sign is real.
 at every further agreeing sign. A move of γ shows in the gap only after the network has trained at the new γ
 for a while; meanwhile the old sign persists, and without ``reconfirm`` every update moves γ again with a
 growing step, past the root (γ overshoots while the gap lags).
+
+``probe`` (a multiple of the first step; the trainer's default 2, off here when None) stops pushing a knob that no
+longer acts. Where the network has fitted its training samples, or its learning rate has dropped, the gap can sit
+outside the band while γ barely changes it (the focal weight (1 − p)^γ on fitted samples is already near 0); the
+sign alone then pushes γ to its upper end with an ever larger step. The rule: a run of moves in one direction
+starts from a reference (the γ before it and the gap ĝ_r ± s_r that triggered it); once γ has moved ``probe``·σ₀
+away from that γ and the gap has not changed by more than k·√(s² + s_r²) (either way), a further move the same way
+is withheld and σ does not grow. A gap that changes by more than that, for any reason, renews the reference, so
+the knob may be pushed again; a sign flip starts a new run. The upper end is also a hold: at γ = hi a repeated
+"raise" leaves γ and σ as they are, and :attr:`RootFinderState.at_limit` records that the gap wanted more.
 """
 
 from __future__ import annotations
@@ -44,6 +54,11 @@ class RootFinderState:
     last_sign: int = 0  # the sign of the last update that moved γ (0: none yet)
     updates: int = 0  # estimates seen
     streak: int = 0  # signed: +n after n "raise" decisions in a row, −n after n "lower" ones, 0 after a hold
+    ref_value: float | None = None  # ``probe``: γ before the current run of moves, and the gap ± SE that began it
+    ref_gap: float | None = None
+    ref_se: float | None = None
+    held: int = 0  # updates whose move was withheld because the pushes had not shown in the gap (``probe``)
+    at_limit: int = 0  # updates that asked to raise γ beyond its upper end
 
 
 class SignRootFinder:
@@ -57,10 +72,13 @@ class SignRootFinder:
         grow: σ factor on a repeated sign (≥ 1); shrink: σ factor on a flip, in (0, 1).
         confirm: how many agreeing signs in a row move γ (≥ 1; 1: every sign outside the band moves it).
         reconfirm: after a move, wait for ``confirm`` new agreeing signs before the next one.
+        probe: withhold further moves one way once γ has moved ``probe`` first steps without changing the gap
+            beyond band·SE (module docstring); None: never.
     """
 
     def __init__(self, value: float, step: float, lo: float = 0.0, hi: float = math.inf, band: float = 1.0,
-                 grow: float = 1.2, shrink: float = 0.5, confirm: int = 1, reconfirm: bool = False) -> None:
+                 grow: float = 1.2, shrink: float = 0.5, confirm: int = 1, reconfirm: bool = False,
+                 probe: float | None = None) -> None:
         checks = [
             (step > 0 and math.isfinite(step), f"the first step must be a finite number > 0, got {step}"),
             (lo < hi, f"the range must have lo < hi, got [{lo}, {hi}]"),
@@ -71,12 +89,15 @@ class SignRootFinder:
             (isinstance(confirm, int) and not isinstance(confirm, bool) and confirm >= 1,
              f"confirm must be a whole number >= 1, got {confirm!r}"),
             (isinstance(reconfirm, bool), f"reconfirm must be true or false, got {reconfirm!r}"),
+            (probe is None or (isinstance(probe, (int, float)) and not isinstance(probe, bool) and probe > 0
+                               and math.isfinite(probe)), f"probe must be a number > 0 or null (off), got {probe!r}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
         self.lo, self.hi, self.band = float(lo), float(hi), float(band)
         self.grow, self.shrink, self.confirm, self.reconfirm = float(grow), float(shrink), confirm, reconfirm
+        self.first_step, self.probe = float(step), None if probe is None else float(probe)
         self.state = RootFinderState(value=float(value), step=float(step))
 
     @property
@@ -102,6 +123,10 @@ class SignRootFinder:
         s.streak = s.streak + sign if sign * s.streak > 0 else sign
         if sign == 0 or abs(s.streak) < self.confirm:
             return 0
+        if sign == s.last_sign and self._withheld(sign, gap, se):
+            return 0
+        if s.last_sign != sign or s.ref_value is None:  # a new run of moves: its reference
+            s.ref_value, s.ref_gap, s.ref_se = s.value, gap, se
         if s.last_sign == sign:
             s.step *= self.grow
         elif s.last_sign == -sign:
@@ -112,10 +137,32 @@ class SignRootFinder:
             s.streak = 0  # the next move needs ``confirm`` signs measured after this one
         return sign
 
+    def _withheld(self, sign: int, gap: float, se: float) -> bool:
+        """Whether a repeated move ``sign`` is withheld: γ at its upper end (``at_limit``), or, with ``probe``, γ
+        moved probe·σ₀ from the run's reference without the gap changing beyond band·√(s² + s_r²) (``held``).
+        A gap that did change renews the reference at the current γ."""
+        s = self.state
+        if sign > 0 and s.value >= self.hi:
+            s.at_limit += 1
+            return True
+        if self.probe is None or s.ref_gap is None or s.ref_se is None or s.ref_value is None:
+            return False
+        if abs(gap - s.ref_gap) > self.band * math.hypot(se, s.ref_se):
+            s.ref_value, s.ref_gap, s.ref_se = s.value, gap, se
+            return False
+        if abs(s.value - s.ref_value) >= self.probe * self.first_step:
+            s.held += 1
+            return True
+        return False
+
     def state_dict(self) -> dict[str, Any]:
         return asdict(self.state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        optional = lambda key: None if state.get(key) is None else float(state[key])  # noqa: E731
+        # runs saved before ``confirm`` have no streak, before ``probe`` no reference and counts
         self.state = RootFinderState(value=float(state["value"]), step=float(state["step"]),
                                      last_sign=int(state["last_sign"]), updates=int(state["updates"]),
-                                     streak=int(state.get("streak", 0)))  # runs saved before ``confirm``: no streak
+                                     streak=int(state.get("streak", 0)), ref_value=optional("ref_value"),
+                                     ref_gap=optional("ref_gap"), ref_se=optional("ref_se"),
+                                     held=int(state.get("held", 0)), at_limit=int(state.get("at_limit", 0)))

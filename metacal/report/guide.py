@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from metacal.report.shift_guide import SHIFT_PAGES, shift_markdown
+
 COMMAND = "python scripts/method_guide.py --readme README.md"
 TS = "ce+ts"  # the pseudo-method "CE + temperature scaling": CE's row, ECE after TS, same error and cost
 
@@ -219,9 +221,10 @@ def regime_markdown(regime: str, pages: Sequence[Page], link: str) -> list[str]:
 
 
 def guide_markdown(results: str | Path = "docs/results", link: str | None = None, command: str = COMMAND,
-                   pages: Mapping[str, str] = PAGES) -> str:
-    """The section's body (between the markers): both regimes from the CSVs under ``results``; links to the
-    pages as ``<link>/<stem>.md`` (default: ``results`` as given)."""
+                   pages: Mapping[str, str] = PAGES, shift_pages: Mapping[str, str] = SHIFT_PAGES) -> str:
+    """The section's body (between the markers): both regimes from the CSVs under ``results``, then the shift
+    block (:mod:`metacal.report.shift_guide`); links to the pages as ``<link>/<stem>.md`` (default: ``results``
+    as given)."""
     loaded = load_pages(results, pages)
     link = (link if link is not None else Path(results).as_posix()).rstrip("/")
     performance = (Path(link).parent / "performance.md").as_posix()
@@ -242,4 +245,5 @@ def guide_markdown(results: str | Path = "docs/results", link: str | None = None
         group = [p for p in loaded if p.regime == regime]
         if group:
             lines += regime_markdown(regime, group, link)
+    lines += shift_markdown(results, link, shift_pages)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from metacal.report.guide import COMMAND, PAGES, REGIME_TITLE, TS, Page, load_pages, verdict
+from metacal.report.shift_guide import SHIFT_PAGES, shift_markdown
 
 # the rows of the README's tables, in order; a method no page of the regime has gets no row
 COMPACT: tuple[str, ...] = ("ce", TS, "auto_gamma", "flgamma_sece")
@@ -45,9 +46,9 @@ def compact_table(pages: Sequence[Page], methods: Sequence[str] = COMPACT) -> li
 
 def compact_markdown(results: str | Path = "docs/results", link: str | None = None,
                      full: str = "docs/method_guide.md", command: str = COMMAND,
-                     pages: Mapping[str, str] = PAGES) -> str:
+                     pages: Mapping[str, str] = PAGES, shift_pages: Mapping[str, str] = SHIFT_PAGES) -> str:
     """The README block's body (between the markers): the measured ranges of T, then per regime its pages'
-    temperatures, the compact table and the verdict. Links: pages as ``<link>/<stem>.md``, the full guide as
+    temperatures, the compact table and the verdict, then the shift block (:mod:`metacal.report.shift_guide`). Links: pages as ``<link>/<stem>.md``, the full guide as
     ``full``."""
     loaded = load_pages(results, pages)
     unknown = [f"{p.stem}.csv" for p in loaded if p.regime is None]
@@ -66,4 +67,5 @@ def compact_markdown(results: str | Path = "docs/results", link: str | None = No
         temps = ", ".join(f"T = {p.temperature:.2f} on [{p.name}]({link}/{p.stem}.md) "
                           f"({p.rows['ce'].get('n_runs', '?')} seeds)" for p in group)
         lines += [f"**{REGIME_TITLE[regime]}** ({temps})", "", *compact_table(group), "", verdict(regime, group), ""]
+    lines += shift_markdown(results, link, shift_pages)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -27,6 +27,7 @@ import numpy as np
 from metacal.report.aggregate import MethodRow
 from metacal.report.paired import LEVEL, compare, interval_text
 from metacal.report.runs import SWEEP_COMMAND_FILE
+from metacal.report.shift_guide import paired_csv
 from metacal.report.shift_rows import (METRICS, OOD, OOD_METRICS, OOD_SCORES, OVERS, Evaluated, ce_regime, cell,
                                        key, load, method_rows)
 
@@ -167,7 +168,8 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
                      seeds: Sequence[int] | None = None, sweep_command: str | None = None,
                      command: str | None = None, title: str | None = None,
                      discussion: str | Path | None = None) -> ShiftPage:
-    """Check every input, then write ``out`` (Markdown), ``out`` with .csv and ``<stem>_*_vs_severity.png``;
+    """Check every input, then write ``out`` (Markdown), ``out`` with .csv, ``<stem>_paired.csv``
+    (:func:`metacal.report.shift_guide.paired_csv`, read by the method guide) and ``<stem>_*_vs_severity.png``;
     ``discussion`` (a Markdown file: the authors' reading of the numbers) is appended as the page's Discussion."""
     root, out = Path(root), Path(out)
     if out.suffix.lower() != ".md":
@@ -182,6 +184,8 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
     out.parent.mkdir(parents=True, exist_ok=True)
     csv_path = out.with_suffix(".csv")
     csv_path.write_text(cells_csv(rows, severities, ood), encoding="utf-8")
+    paired_path = out.with_name(f"{out.stem}_paired.csv")
+    paired_path.write_text(paired_csv(rows, severities), encoding="utf-8")
     made = _figures(rows, severities, out)
 
     lines = [f"# {title or f'Under shift: {root.name} ({suite})'}", "", *commands(root, suite, ood, sweep_command,
@@ -222,7 +226,8 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
         lines += [f"![{caption}]({os.path.relpath(path, out.parent)})", ""]
     lines += ["Not drawn: risk–coverage curves and reliability diagrams under shift need per-sample predictions, "
               f"which shift/{suite}.json does not hold.", "",
-              f"Every cell as fractions: [{csv_path.name}]({csv_path.name}).", ""]
+              f"Every cell as fractions: [{csv_path.name}]({csv_path.name}); every paired difference against the "
+              f"two references, ECE and error: [{paired_path.name}]({paired_path.name}).", ""]
     if discussion is not None:
         lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
     out.write_text("\n".join(lines), encoding="utf-8")

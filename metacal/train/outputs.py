@@ -98,13 +98,19 @@ def epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict
 
 def automatic_scalar(history: list[dict[str, Any]], selected: int) -> dict[str, Any] | None:
     """metacal.meta.auto's scalar in metrics.json (None for other methods): its name; the value the selected
-    epoch's network trained with, and the gap ĝ ± s measured on it; the value after the last update
-    (:func:`finalize` adds ``measured_on``, the splits the gap was measured on)."""
+    epoch's network trained with, and the gap ĝ ± s measured on it; the value after the last update; ``limit``
+    (its upper end), ``at_limit`` (whether it reached it) and ``limit_epoch`` (the first epoch there); ``held``
+    (moves withheld because pushing had stopped changing the gap, metacal/meta/root_finder.py). :func:`finalize`
+    adds ``measured_on``, the splits the gap was measured on."""
     rows = [h["train"] for h in history if any(k.startswith("auto_") for k in h["train"])]
     if not rows:
         return None
     knob = next(k[len("auto_"):-len("_trained")] for k in rows[-1] if k.startswith("auto_") and k.endswith("_trained"))
     at = next((h["train"] for h in history if h["epoch"] == selected), rows[-1])
+    limit = rows[-1].get("auto_max")
+    reached = [h["epoch"] for h in history if limit is not None and h["train"].get(f"auto_{knob}", -1.0) >= limit]
     return {"knob": knob, "selected": at.get(f"auto_{knob}_trained"), "final": rows[-1][f"auto_{knob}"],
             "gap_selected": at.get("auto_gap"), "gap_se_selected": at.get("auto_gap_se"),
-            "measure_s": sum(r.get("auto_measure_s", 0.0) for r in rows)}
+            "measure_s": sum(r.get("auto_measure_s", 0.0) for r in rows),
+            "limit": limit, "at_limit": bool(reached), "limit_epoch": reached[0] if reached else None,
+            "held": int(rows[-1].get("auto_held", 0))}

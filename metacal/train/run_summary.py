@@ -59,6 +59,11 @@ def end_of_run_summary(metrics: dict[str, Any], paths: RunPaths, epochs: int) ->
         lines.append(f"automatic {auto['knob']}: {auto['selected']:.3g} at the selected epoch (gap "
                      f"{100 * auto['gap_selected']:+.2f} ± {100 * auto['gap_se_selected']:.2f} points on {measured}), "
                      f"{auto['final']:.3g} at the end")
+        if auto.get("at_limit"):  # a finding, not a setting to raise: see docs/auto_gamma.md#at-the-limit
+            lines.append(f"automatic {auto['knob']} reached its upper end {auto['limit']:.3g} (meta.controller.max) at "
+                         f"epoch {auto['limit_epoch']}: the held-out gap stayed over-confident while it rose, so "
+                         f"this loss cannot close it here; compare with CE + temperature scaling "
+                         f"(docs/auto_gamma.md#at-the-limit)")
     lines.append(f"all numbers: {paths.metrics}; predictions: {paths.predictions}/; "
                  f"reliability diagram: {paths.reliability}")
     return "\n".join(lines)

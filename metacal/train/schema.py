@@ -65,7 +65,7 @@ class MetaConfig:
     # metacal/meta/auto.py: meta.lr is its first step, meta.gamma_net.init_gamma its start, meta.controller the rest)
     learner: str = "gamma_net"
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
-    # learner=auto: band (k, in standard errors), grow, shrink, confirm, reconfirm, max (the scalar's upper end),
+    # learner=auto: band (k, in standard errors), grow, shrink, confirm, reconfirm, probe, max (the scalar's upper end),
     # updates_per_epoch, sample (held-out samples per measurement; null: all), measure_on (the splits measured:
     # [meta_val, val] by default, or some of meta_val, val, meta_val_shifted, val_shifted) — metacal/meta/auto.py
     controller: Dict[str, Any] = field(default_factory=dict)

@@ -84,7 +84,9 @@ def test_updates_at_the_epoch_points_and_writes_the_loss():
     assert [s[0] for s in seen] == [2.0] * 3 + [3.0] * 3 + [2.5] * 3 + [2.75] * 3
     assert [i for i, s in enumerate(seen) if s[1]] == [2, 5, 8, 11]
     assert loss.gamma == 2.75 and auto.epoch_metrics()["auto_gamma_trained"] == 2.75
-    assert auto.epoch_metrics()["auto_decision"] == 0.0  # the last gap was inside the band
+    report = auto.epoch_metrics()
+    assert report["auto_decision"] == 0.0  # the last gap was inside the band
+    assert (report["auto_held"], report["auto_at_limit"], report["auto_max"]) == (0.0, 0.0, 10.0)
 
 
 def test_a_loss_without_the_scalar_is_refused():

@@ -159,6 +159,8 @@ def test_state_round_trip_continues_the_same_sequence(n_before):
     ({"confirm": 0}, "confirm must be a whole number >= 1"),
     ({"confirm": 1.5}, "confirm must be a whole number >= 1"),
     ({"reconfirm": "yes"}, "reconfirm must be true or false"),
+    ({"probe": 0.0}, "probe must be a number > 0 or null"),
+    ({"probe": True}, "probe must be a number > 0 or null"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     args = {"value": 1.0, "step": 1.0, "lo": 0.0, "hi": 10.0, **kwargs}
@@ -183,3 +185,76 @@ def test_pure_noise_moves_gamma_at_the_gaussian_rate(confirm, expected):
     n = 50_000
     moved = sum(abs(finder.update(float(rng.normal(0.0, 1.0)), 1.0)) for _ in range(n))
     assert moved / n == pytest.approx(expected, abs=0.01)
+
+
+def test_a_gap_that_gamma_no_longer_moves_is_held_not_pushed_to_the_end():
+    """The failure ``probe`` removes: a gap that sits 2 SE above 0 whatever γ does (a network that has fitted its
+    training samples, or after the learning rate dropped). Without it, every repeat raises γ with a step growing
+    ×1.2, to the upper end; with probe = 2 first steps, hand-derived (confirm 1, step 1): 1 → 2 (the run's reference:
+    γ 1, gap 0.02) → 3.2 (moved 1 < 2: still probing) → held at 3.2 (moved 2.2 ≥ 2, the gap unchanged), σ frozen."""
+    plain = SignRootFinder(1.0, step=1.0, hi=10.0, band=1.0)
+    run(plain, lambda g: 0.02, se=0.01, n=12)
+    assert plain.value == 10.0 and plain.state.at_limit == 6  # 1, 2, 3.2, 4.64, 6.37, 8.44, 10, then 6 asks
+    finder = SignRootFinder(1.0, step=1.0, hi=10.0, band=1.0, probe=2.0)
+    moves = [finder.update(0.02, 0.01) for _ in range(12)]
+    assert moves == [1, 1] + [0] * 10
+    assert finder.value == pytest.approx(3.2) and finder.state.step == pytest.approx(1.2)
+    assert finder.state.held == 10 and finder.state.at_limit == 0
+
+
+def test_a_gap_that_changes_renews_the_probe():
+    """Held at 3.2 as above; then the gap changes by more than band·√(s² + s_r²) = 0.01414 (here it grows: the
+    network drifted), which renews the reference at γ = 3.2: pushing resumes, for another two first steps."""
+    finder = SignRootFinder(1.0, step=1.0, hi=10.0, band=1.0, probe=2.0)
+    for _ in range(4):
+        finder.update(0.02, 0.01)
+    assert finder.value == pytest.approx(3.2) and finder.state.held == 2
+    assert finder.update(0.035, 0.01) == 1  # 0.035 − 0.02 = 0.015 > 0.01414
+    assert finder.value == pytest.approx(3.2 + 1.44)  # the step grew on the repeat, 1.2 → 1.44
+    assert (finder.state.ref_value, finder.state.ref_gap) == (pytest.approx(3.2), 0.035)
+    assert finder.update(0.035, 0.01) == 1 and finder.value == pytest.approx(3.2 + 1.44 + 1.728)  # moved 1.44 < 2
+    assert finder.update(0.035, 0.01) == 0 and finder.state.held == 3  # moved 3.17 ≥ 2: held again
+    # a change inside the threshold renews nothing
+    assert finder.update(0.035 + 0.014, 0.01) == 0 and finder.state.ref_gap == 0.035 and finder.state.held == 4
+
+
+def test_probe_does_not_slow_a_gap_that_answers():
+    """Where γ moves the gap (the linear and saturating gaps above, exact and noisy), the probe never withholds a
+    move that the plain rule would make differently enough to matter: the same root."""
+    root = 2.7
+    for confirm in (1, 2):
+        finder = SignRootFinder(0.0, step=1.0, hi=10.0, band=1.0, confirm=confirm, probe=2.0)
+        assert abs(run(finder, linear_gap(root), se=0.0, n=60 * confirm)[-1] - root) < 1e-6
+        assert finder.state.held == 0
+    for seed in range(20):
+        finder = SignRootFinder(1.0, step=1.0, hi=10.0, band=1.0, confirm=2, probe=2.0)
+        values = run(finder, linear_gap(root, slope=0.04), se=0.01, n=40, rng=np.random.default_rng(seed))
+        assert abs(np.mean(values[-10:]) - root) < 0.5, seed
+
+
+def test_at_the_upper_end_a_repeated_raise_changes_nothing_and_is_counted():
+    finder = SignRootFinder(9.5, step=1.0, hi=10.0, band=0.0)
+    moves = [finder.update(1.0, 0.0) for _ in range(5)]
+    assert moves == [1, 0, 0, 0, 0] and finder.value == 10.0
+    assert finder.state.step == 1.0 and finder.state.at_limit == 4  # no step growth at the end
+    assert finder.update(-1.0, 0.0) == -1 and finder.value == 9.5  # the way down: the step halves once, from 1
+
+
+def test_state_saved_before_probe_loads():
+    finder = SignRootFinder(1.0, step=1.0, hi=10.0, probe=2.0)
+    finder.load_state_dict({"value": 2.0, "step": 0.5, "last_sign": 1, "updates": 3, "streak": 1})
+    assert finder.state.ref_gap is None and finder.state.held == 0 and finder.state.at_limit == 0
+    assert finder.update(0.05, 0.01) == 1 and finder.value == 2.6  # a run with no reference starts probing here
+    assert finder.state.ref_value == 2.0
+
+
+@pytest.mark.parametrize("n_before", [1, 6])
+def test_state_round_trip_keeps_the_probe(n_before):
+    a = SignRootFinder(1.0, step=1.0, hi=10.0, probe=2.0)
+    for _ in range(n_before):
+        a.update(0.02, 0.01)
+    b = SignRootFinder(1.0, step=1.0, hi=10.0, probe=2.0)
+    b.load_state_dict(a.state_dict())
+    gaps = [0.02, 0.04, 0.04, 0.04, -0.01, 0.0]
+    assert [a.update(g, 0.01) for g in gaps] == [b.update(g, 0.01) for g in gaps]
+    assert a.state == b.state

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from metacal.report import guide, guide_cli, guide_compact
+from metacal.report import guide, guide_cli, guide_compact, shift_guide
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "results"
@@ -31,7 +31,8 @@ def _write_csv(path: Path, rows: list[dict[str, str]]) -> None:
 
 
 def _regimes(text: str) -> dict[str, str]:
-    """Regime title → its block of the section."""
+    """Regime title → its block of the section (the shift block after them left out)."""
+    text = text.split(f"**{shift_guide.TITLE}**")[0]
     parts = re.split(r"\*\*When CE is (over|under)-confident\*\*", text)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 
@@ -175,7 +176,7 @@ def test_compact_range_of_one_page_is_one_value(tmp_path):
 def _copy_results(tmp_path: Path) -> Path:
     out = tmp_path / "results"
     out.mkdir()
-    for stem in guide.PAGES:
+    for stem in [*guide.PAGES, *shift_guide.SHIFT_PAGES]:
         for name in (f"{stem}.csv", f"{stem}_paired.csv"):
             shutil.copy2(RESULTS / name, out / name)
     return out

@@ -25,7 +25,8 @@ AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "model": {"name": "
     ("meta.controller.band=-1", "meta.controller: the noise band must be >= 0 standard errors, got -1.0"),
     ("meta.controller.updates_per_epoch=1000", "meta.controller: updates_per_epoch must be in [1, 10]"),
     ("meta.controller.speed=2", "meta.controller has no key(s) speed; valid: band, grow, shrink, confirm, reconfirm, "
-                                "max"),
+                                "probe, max"),
+    ("meta.controller.probe=0", "meta.controller: probe must be a number > 0 or null (off), got 0"),
     ("meta.controller.confirm=0", "meta.controller: confirm must be a whole number >= 1, got 0"),
     ("meta.controller.reconfirm=sometimes", "meta.controller: reconfirm must be true or false, got 'sometimes'"),
     ("meta.controller.sample=lots", "meta.controller.sample must be a whole number of held-out samples or null"),
