@@ -20,7 +20,8 @@ each severity, over all families and over the held-out ones. ``ood`` (a set name
 (:func:`metacal.metrics.ood.ood_detection`); ``inputs`` evaluates arrays a user supplies. Results are written to
 ``<run>/shift/<suite>.json``, ``<run>/shift/ood_<name>.json`` and ``<run>/shift/inputs_<stem>.json``; the
 validation predictions with their perturbed copy go to ``<run>/shift/val_<suite>.npz`` (``--calib`` of the
-evaluate CLI and the report's ``ts_perturbed`` column fit on them).
+evaluate CLI and the report's ``ts_perturbed`` column fit on them), and per-sample top labels at severities 0 and 3
+to ``<run>/shift/<suite>_samples.npz`` (:mod:`metacal.shift_samples`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from metacal.posthoc import registry as calibrators
 from metacal.predictions import LOG_EPS, Predictions
 from metacal.registry import unknown_name
 from metacal.run_model import LoadedRun, RunError, load_run
+from metacal.shift_samples import SampleCollector, samples_path
 
 SEVERITIES = (1, 2, 3, 4, 5)
 SHIFT_CALIBRATORS = ("ts_perturbed", "ets")  # fitted here, besides the run's own TS
@@ -96,12 +98,18 @@ class Columns:
         out.update({name: calibrators.fitted_params(cal) for name, cal in self.fitted.items()})
         return out
 
-    def cell(self, pred: Predictions) -> dict[str, Any]:
-        row = {"uncalibrated": _summary(pred.probs, pred.labels, self.num_bins),
-               "ts_nll": _summary(self.ts.transform(pred.logits.double()), pred.labels, self.num_bins)}
-        for name, cal in self.fitted.items():
-            row[name] = _summary(calibrators.apply_calibrator(name, cal, pred), pred.labels, self.num_bins)
-        return row
+    def probs(self, pred: Predictions) -> dict[str, torch.Tensor]:
+        """The probabilities of every column."""
+        out = {"uncalibrated": pred.probs, "ts_nll": self.ts.transform(pred.logits.double())}
+        out.update({name: calibrators.apply_calibrator(name, cal, pred) for name, cal in self.fitted.items()})
+        return out
+
+    def cell(self, pred: Predictions, samples: SampleCollector | None = None, severity: int = 0) -> dict[str, Any]:
+        """The metrics of every column; with ``samples``, their per-sample top labels are recorded too."""
+        probs = self.probs(pred)
+        if samples is not None:
+            samples.add(severity, probs, pred.labels)
+        return {name: _summary(p, pred.labels, self.num_bins) for name, p in probs.items()}
 
     def ood(self, inside: torch.Tensor, outside: torch.Tensor) -> dict[str, Any]:
         t = float(self.ts.temperature)
@@ -128,7 +136,8 @@ def _progress(total: int, desc: str, enabled: bool | None):
 
 
 def evaluate_shift(run: LoadedRun, suite: str, severities: Sequence[int], columns: Columns, clean: dict[str, Any],
-                   seed: int = 0, progress: bool | None = None) -> dict[str, Any]:
+                   seed: int = 0, progress: bool | None = None, samples: SampleCollector | None = None
+                   ) -> dict[str, Any]:
     """Every family × severity of ``suite`` in ``columns``; severity 0 is ``clean``, the clean test split's cell
     (every family's severity 0 is that split bit for bit: tests/data/test_shift_suites.py)."""
     from metacal.data import shift_suites
@@ -136,15 +145,16 @@ def evaluate_shift(run: LoadedRun, suite: str, severities: Sequence[int], column
     bundle = run.bundle
     families = shift_suites.suite_families(bundle, suite)
     fit = shift_suites.fit_families(bundle, suite)
+    held_out = shift_suites.held_out_families(bundle, suite)
     cells = []
     with _progress(len(families) * len(severities), f"{run.root.name}: {suite}", progress) as bar:
         for family in families:
             for severity in severities:
                 x, y = shift_suites.shifted_split(bundle, suite, family, severity, "test", seed)
+                kept = samples if family in held_out else None  # the per-sample file pools the held-out families
                 cells.append({"family": family, "severity": severity,
-                              "metrics": columns.cell(run.predictions(x, y))})
+                              "metrics": columns.cell(run.predictions(x, y), kept, severity)})
                 bar.update()
-    held_out = shift_suites.held_out_families(bundle, suite)
     means = [{"severity": 0, "over": over, "metrics": clean} for over in ("all", "held_out")]
     for severity in severities:
         for over, names in (("all", families), ("held_out", held_out)):
@@ -238,11 +248,12 @@ def evaluate_run(run_dir: str | Path, shift: str | None = None, severities: Sequ
         columns = Columns(run, [c for c in calibrators_ if c != "ts_nll"], perturbed, bins)
         x0, y0 = _clean_test(run)
         test_logits = run.logits(x0)
+        samples = SampleCollector() if shift is not None else None
         result: dict[str, Any] = {"run": str(run.root), "num_bins": bins, "calibrators": columns.params(),
-                                  "clean": columns.cell(Predictions.from_logits(test_logits, y0))}
+                                  "clean": columns.cell(Predictions.from_logits(test_logits, y0), samples)}
         if shift is not None:
             result["shift"] = evaluate_shift(run, shift, severities, columns, result["clean"], seed,
-                                             progress)
+                                             progress, samples)
         if ood is not None:
             name, logits = _ood_logits(run, ood, seed)
             result["ood"] = {"set": name, "n_in": len(test_logits), "n_out": len(logits),
@@ -258,6 +269,8 @@ def evaluate_run(run_dir: str | Path, shift: str | None = None, severities: Sequ
         save_parts(run.root, result, shift, ood, inputs)
         if perturbed is not None:  # what the report's perturbation-TS column is fitted on
             replace(run.val, perturbed=perturbed).save(run.root / OUT_DIR / f"val_{shift}.npz")
+        if samples is not None and shift is not None:
+            samples.save(samples_path(run.root, shift))
     return result
 
 

@@ -1,5 +1,7 @@
 """Figures of the shift results page: a metric against the shift severity, one line per method row (mean over
-seeds with a ±std band), in the style of :mod:`metacal.report.figures`.
+seeds with a ±std band), in the style of :mod:`metacal.report.figures`; from the runs' per-sample files
+(:mod:`metacal.shift_samples`), risk–coverage curves at severities 0 and 3 and a reliability grid at severity 3,
+seeds pooled.
 
 Drawing uses matplotlib's object API (``Figure``), so no global pyplot state is touched.
 """
@@ -7,8 +9,9 @@ Drawing uses matplotlib's object API (``Figure``), so no global pyplot state is 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from metacal.report.figures import Series, _band, _save
@@ -30,3 +33,105 @@ def plot_vs_severity(series: Mapping[str, Series], path: Path, ylabel: str, scal
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _save(fig, path)
+
+
+#: the reliability grid's rows at severity 3: (method, column, label); the grid pick is added when there is one
+RELIABILITY_ROWS = (("ce", "uncalibrated", "CE"), ("ce", "ts_nll", "CE + TS"),
+                    ("ce", "ts_perturbed", "CE + perturbation TS"), ("auto_gamma", "uncalibrated", "Focal, auto γ"),
+                    ("auto_gamma_shift", "uncalibrated", "Focal, auto γ (shift-tuned)"))
+
+
+def pooled(samples: Sequence[Mapping[tuple[int, str], tuple[np.ndarray, np.ndarray]]], severity: int,
+           column: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(confidence, correct) of several runs' sample files concatenated (seeds pooled); None when any lacks it."""
+    parts = [s.get((severity, column)) for s in samples]
+    if not parts or any(p is None for p in parts):
+        return None
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def risk_coverage(confidence: np.ndarray, correct: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """Coverage k/n and selective risk (errors among the k most confident)/k, at ``points`` coverages (ties broken
+    by order, which at this resolution does not show)."""
+    order = np.argsort(-confidence, kind="stable")
+    errors = np.cumsum(~correct[order])
+    k = np.unique(np.linspace(1, len(order), points).astype(int))
+    return k / len(order), errors[k - 1] / k
+
+
+def plot_risk_coverage(curves: Mapping[int, Mapping[str, tuple[np.ndarray, np.ndarray]]], path: Path) -> Path:
+    """One panel per severity: selective risk (%) against coverage, one line per row."""
+    from cycler import cycler
+    from matplotlib import colormaps
+
+    fig = Figure(figsize=(6 * len(curves), 4.2))
+    for i, (severity, rows) in enumerate(curves.items()):
+        ax = fig.add_subplot(1, len(curves), i + 1)
+        ax.set_prop_cycle(cycler(color=colormaps["tab20"].colors) + cycler(linestyle=["-", "--"] * 10))
+        for label, (conf, correct) in rows.items():
+            coverage, risk = risk_coverage(conf, correct)
+            ax.plot(coverage, 100 * risk, label=label, linewidth=1.2)
+        ax.set_title("clean test set" if severity == 0 else f"severity {severity}, held-out families pooled")
+        ax.set_xlabel("coverage (most confident first)")
+        ax.set_ylabel("selective risk (%)")
+        ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path)
+
+
+def plot_reliability_panels(panels: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path,
+                            num_bins: int = 15) -> Path:
+    """One reliability diagram per panel from top-label confidence and correctness: accuracy per equal-width
+    confidence bin (bars) against the diagonal, the panel's ECE in its title."""
+    fig = Figure(figsize=(3.2 * len(panels), 3.4))
+    edges = np.linspace(0.0, 1.0, num_bins + 1)
+    for i, (title, (conf, correct)) in enumerate(panels.items()):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, num_bins - 1)
+        counts = np.bincount(which, minlength=num_bins)
+        acc = np.bincount(which, weights=correct.astype(float), minlength=num_bins) / np.maximum(counts, 1)
+        mean_conf = np.bincount(which, weights=conf.astype(float), minlength=num_bins) / np.maximum(counts, 1)
+        ece = float(np.sum(counts * np.abs(acc - mean_conf)) / max(len(conf), 1))
+        shown = counts > 0
+        ax.bar(edges[:-1][shown], acc[shown], width=1.0 / num_bins, align="edge", alpha=0.7, edgecolor="k",
+               linewidth=0.4)
+        ax.plot([0, 1], [0, 1], "k--", linewidth=0.8)
+        ax.set_title(f"{title}\nECE {100 * ece:.2f}%", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("confidence", fontsize=8)
+        if i == 0:
+            ax.set_ylabel("accuracy", fontsize=8)
+    return _save(fig, path)
+
+
+def sample_figures(evaluated: Sequence, suite: str, picked: Mapping[object, str] | None, out: Path) -> dict[str, Path]:
+    """The risk–coverage plot (severities 0 and 3, each method raw: TS keeps the ranking, so it keeps the curve)
+    and the reliability grid at severity 3 (:data:`RELIABILITY_ROWS`, then the grid pick), seeds pooled, from
+    every run's samples file; ``picked`` maps a seed to the grid pick's method. {} when a run has no samples file
+    (evaluated before they were written)."""
+    from metacal.report.labels import method_label
+    from metacal.shift_samples import load_samples, samples_path
+
+    paths = [samples_path(e.run.path, suite) for e in evaluated]
+    if not paths or not all(p.is_file() for p in paths):
+        return {}
+    by_method: dict[str, list] = {}
+    for e, path in zip(evaluated, paths):
+        by_method.setdefault(e.run.method, []).append((e.name, load_samples(path)))
+    groups = {method_label(m): [s for _, s in runs] for m, runs in by_method.items()}
+    if picked:
+        groups["Grid pick"] = [s for m, runs in by_method.items() for name, s in runs if picked.get(name) == m]
+    curves = {sev: {label: c for label, samples in groups.items() if (c := pooled(samples, sev, "uncalibrated"))}
+              for sev in (0, 3)}
+    made = {"risk_coverage": plot_risk_coverage(curves, out.with_name(f"{out.stem}_risk_coverage.png"))}
+    panels = {}
+    for method, column, label in RELIABILITY_ROWS:
+        runs = [s for _, s in by_method.get(method, [])]
+        if runs and (c := pooled(runs, 3, column)) is not None:
+            panels[label] = c
+    if picked and (c := pooled(groups["Grid pick"], 3, "uncalibrated")) is not None:
+        panels["Grid pick"] = c
+    if panels:
+        made["reliability_sev3"] = plot_reliability_panels(panels, out.with_name(f"{out.stem}_reliability_sev3.png"))
+    return made

@@ -27,6 +27,7 @@ import numpy as np
 from metacal.report.aggregate import MethodRow
 from metacal.report.paired import LEVEL, compare, interval_text
 from metacal.report.runs import SWEEP_COMMAND_FILE
+from metacal.report.shift_figures import sample_figures
 from metacal.report.shift_guide import paired_csv
 from metacal.report.shift_rows import (METRICS, OOD, OOD_METRICS, OOD_SCORES, OVERS, Evaluated, ce_regime, cell,
                                        key, load, method_rows)
@@ -187,6 +188,9 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
     paired_path = out.with_name(f"{out.stem}_paired.csv")
     paired_path.write_text(paired_csv(rows, severities), encoding="utf-8")
     made = _figures(rows, severities, out)
+    picked = None if picks is None else {seed: next((r.method for r in rows if r.label == label), None)
+                                         for seed, label in picks.items()}
+    samples_made = sample_figures(evaluated, suite, picked, out)
 
     lines = [f"# {title or f'Under shift: {root.name} ({suite})'}", "", *commands(root, suite, ood, sweep_command,
                                                                                   command)]
@@ -224,14 +228,24 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
     for metric, path in made.items():
         caption = f"{'Test ECE' if metric == 'ece' else 'AURC'} against severity, held-out mean, mean ± std over seeds"
         lines += [f"![{caption}]({os.path.relpath(path, out.parent)})", ""]
-    lines += ["Not drawn: risk–coverage curves and reliability diagrams under shift need per-sample predictions, "
-              f"which shift/{suite}.json does not hold.", "",
-              f"Every cell as fractions: [{csv_path.name}]({csv_path.name}); every paired difference against the "
+    if samples_made:
+        lines += [f"![Risk–coverage, clean and at severity 3, each method raw, seeds pooled]"
+                  f"({os.path.relpath(samples_made['risk_coverage'], out.parent)})", "",
+                  "Temperature scaling keeps the order of the confidences, so a calibrated column has its raw "
+                  "method's curve.", ""]
+        if "reliability_sev3" in samples_made:
+            lines += [f"![Reliability at severity 3, held-out families and seeds pooled]"
+                      f"({os.path.relpath(samples_made['reliability_sev3'], out.parent)})", ""]
+    else:
+        lines += ["Not drawn: risk–coverage curves and reliability diagrams under shift need the per-sample files "
+                  f"that `python -m metacal.evaluate RUN --shift {suite}` writes (shift/{suite}_samples.npz); "
+                  "some runs were evaluated before they existed.", ""]
+    lines += [f"Every cell as fractions: [{csv_path.name}]({csv_path.name}); every paired difference against the "
               f"two references, ECE and error: [{paired_path.name}]({paired_path.name}).", ""]
     if discussion is not None:
         lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
     out.write_text("\n".join(lines), encoding="utf-8")
-    return ShiftPage(markdown=out, csv=csv_path, figures=made, rows=rows, picks=picks)
+    return ShiftPage(markdown=out, csv=csv_path, figures={**made, **samples_made}, rows=rows, picks=picks)
 
 
 def parse_args(argv: list[str], prog: str = PROG) -> argparse.Namespace:

@@ -180,3 +180,27 @@ def test_perturbed_validation_is_saved_for_calib_and_the_report(mnist1d_run, cap
     assert row["ece_ts_perturbed"] == pytest.approx(expected, abs=1e-9) and notes == []
     plain = posthoc_metrics(record.predictions("val"), test, calibrators=["ts_perturbed"], notes=notes)
     assert np.isnan(plain["ece_ts_perturbed"]) and "--shift SUITE first" in notes[0]
+
+
+def test_per_sample_top_labels_at_severities_0_and_3(mnist1d_run):
+    """shift/<suite>_samples.npz: severity 0 is the clean test split's top labels; severity 3 pools the held-out
+    families, so its mean correctness is 1 − the held-out mean error at severity 3 (equal family sizes); the TS
+    column's confidences are the tempered softmax's."""
+    from metacal.shift_samples import load_samples, samples_path
+
+    result = evaluate_run(mnist1d_run, shift="mnist1d_natural", severities=[3], progress=False)
+    samples = load_samples(samples_path(mnist1d_run, "mnist1d_natural"))
+    assert set(samples) == {(s, c) for s in (0, 3) for c in ("uncalibrated", "ts_nll", "ts_perturbed")}
+    test = load_predictions(mnist1d_run / "predictions" / "test.npz")
+    confidence, correct = samples[(0, "uncalibrated")]
+    assert np.allclose(confidence, test.probs.max(1).values.float().numpy())
+    assert np.array_equal(correct, (test.probs.argmax(1) == test.labels).numpy())
+    held = result["shift"]["held_out_families"]
+    mean3 = next(m for m in result["shift"]["mean"] if m["severity"] == 3 and m["over"] == "held_out")["metrics"]
+    for column in ("uncalibrated", "ts_nll"):
+        confidence, correct = samples[(3, column)]
+        assert len(correct) == len(test.labels) * len(held)
+        assert 1 - correct.mean() == pytest.approx(mean3[column]["error"], abs=1e-12)
+    t = result["calibrators"]["ts_nll"]["temperature"]
+    expected = torch.softmax(test.logits.double() / t, 1).max(1).values.float().numpy()
+    assert np.allclose(samples[(0, "ts_nll")][0], expected, atol=1e-6)
