@@ -69,7 +69,8 @@ def load(folder: Path, gaps: bool = False) -> dict[int, dict]:
                      "gamma": auto.get("selected"), "moves": len(moved),
                      "reversals": sum(a != b for a, b in zip(moved, moved[1:])),
                      "z": auto["gap_selected"] / se if se else None, "val_gap": None, "test_gap": None,
-                     "measured_gap": auto.get("gap_selected")}
+                     "measured_gap": auto.get("gap_selected"), "at_limit": auto.get("at_limit"),
+                     "held": auto.get("held")}
         for split in ("val", "test") if gaps else ():
             if run.has_predictions(split):
                 predictions = run.predictions(split)
@@ -225,13 +226,18 @@ def main(argv: list[str] | None = None) -> int:
               "outside the band), and that network's gap mean(confidence) − accuracy in points on the measured sample "
               "(meta-val + val, or the splits meta.controller.measure_on names), on validation and on test "
               "(where the seeds share one data split, as in metacal's sweeps, a measured sample whose gap differs from "
-              "the test set's pulls the scalar the same way on every seed):",
-              "", "| method | moves | reversals | gap at selection / SE | gap: measured | val | test |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
+              "the test set's pulls the scalar the same way on every seed); the updates whose move the probe withheld "
+              "because pushing had stopped changing the gap (held), and the seeds whose scalar reached its upper end "
+              "(metrics.json auto.at_limit; – for runs made before it was recorded):",
+              "", "| method | moves | reversals | gap at selection / SE | gap: measured | val | test | held | "
+              "seeds at the clip |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, runs in rows[1:1 + len(autos)]:
         if not runs:
             continue
         cells = [mean_text([r[key] for r in runs.values()], scale, form) for key, scale, form in MOVES_COLUMNS]
+        cells.append(mean_text([r["held"] for r in runs.values()], 1.0, ".1f"))
+        known = [r["at_limit"] for r in runs.values() if r["at_limit"] is not None]
+        cells.append(f"{sum(known)} of {len(known)}" if known else "–")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += root_table(grid, seeds, pick, rows[1])
     text = "\n".join(lines) + "\n"

@@ -61,8 +61,8 @@ def write_runs(root: Path) -> None:
                 (run / "predictions").mkdir()
                 for split, gap in AUTO_GAPS[seed].items():
                     np.savez(run / "predictions" / f"{split}.npz", **val_predictions(gap))
-            auto = {"selected": 2.5 + seed, "gap_selected": 0.01 * (seed + 1), "gap_se_selected": 0.02} \
-                if method == "auto_gamma" else None
+            auto = {"selected": 2.5 + seed, "gap_selected": 0.01 * (seed + 1), "gap_se_selected": 0.02,
+                    "at_limit": seed == 0, "held": 3 * (1 - seed)} if method == "auto_gamma" else None
             metrics = {"finished": True, "epoch": 3, "val": {"ece": val_ece}, "test": {"ece": ece, "error": error},
                        "test_after_ts": {"ece": ece_ts, "temperature": 2.0}, "auto": auto}
             (run / "metrics.json").write_text(json.dumps(metrics))
@@ -84,7 +84,8 @@ def test_pick_on_validation_and_paired_differences(tmp_path, capsys):
     assert "| Focal, auto γ | 0 | 2.50 | 4.50 | 31.50 |" in out and "| grid pick | 1 | 3.00 | 4.00 | 32.00 |" in out
     # moves (2 + 3) / 2, reversals (1 + 0) / 2, gap / SE (0.01 / 0.02 + 0.02 / 0.02) / 2; the selected networks'
     # gaps in points: meta-val (1 + 2) / 2, val (−5 + 3) / 2, test (1 − 4) / 2
-    assert "| Focal, auto γ | 2.5 | 0.5 | +0.75 | +1.50 | -1.00 | -1.50 |" in out
+    # held (3 + 0) / 2; seed 0 reached the clip
+    assert "| Focal, auto γ | 2.5 | 0.5 | +0.75 | +1.50 | -1.00 | -1.50 | 1.5 | 1 of 2 |" in out
     # the fixed-γ root: seed 0 at 2 + 0.04 / 0.06, seed 1 beyond the grid; auto γ at selection 2.5 and 3.5
     assert "| 0 | 2 | 2.67 | 2.50 |" in out and "| 1 | 3 | > 5 | 3.50 |" in out
     assert "| mean | 2.50 | 2.67 | 3.00 |" in out
