@@ -275,9 +275,17 @@ def evaluate_run(run_dir: str | Path, shift: str | None = None, severities: Sequ
 
 
 def _clean_test(run: LoadedRun) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole test split: one tensor index where its samples live in one tensor (bit-identical,
+    metacal.data.batched), else sample by sample."""
+    from metacal.data.batched import batched_view
+
     test = run.bundle.test
     if test is None:
         raise RunError(f"{run.root}'s data has no test split to evaluate against")
+    view = batched_view(test)
+    if view is not None:
+        x, y = view.__getitems__(list(range(len(test))))
+        return x, torch.as_tensor(y).long()
     items = [test[i] for i in range(len(test))]
     return torch.stack([x for x, _ in items]), torch.as_tensor([int(y) for _, y in items]).long()
 
