@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from metacal.report.guide import COMMAND, PAGES, REGIME_TITLE, TS, Page, load_pages, verdict
-from metacal.report.shift_guide import SHIFT_PAGES, shift_markdown
+from metacal.report.shift_guide import COMPACT_SHOWN, SHIFT_PAGES, shift_markdown
 
 # the rows of the README's tables, in order; a method no page of the regime has gets no row
 COMPACT: tuple[str, ...] = ("ce", TS, "auto_gamma", "flgamma_sece")
@@ -67,5 +67,5 @@ def compact_markdown(results: str | Path = "docs/results", link: str | None = No
         temps = ", ".join(f"T = {p.temperature:.2f} on [{p.name}]({link}/{p.stem}.md) "
                           f"({p.rows['ce'].get('n_runs', '?')} seeds)" for p in group)
         lines += [f"**{REGIME_TITLE[regime]}** ({temps})", "", *compact_table(group), "", verdict(regime, group), ""]
-    lines += shift_markdown(results, link, shift_pages)
+    lines += shift_markdown(results, link, shift_pages, shown=COMPACT_SHOWN)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -51,12 +51,16 @@ def pooled(samples: Sequence[Mapping[tuple[int, str], tuple[np.ndarray, np.ndarr
 
 
 def risk_coverage(confidence: np.ndarray, correct: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """Coverage k/n and selective risk (errors among the k most confident)/k, at ``points`` coverages (ties broken
-    by order, which at this resolution does not show)."""
+    """Coverage k/n and selective risk E[errors among the k most confident]/k at ``points`` coverages. Tied
+    confidences are accepted together: the cumulative error count is exact at the end of each group of ties and
+    linear inside it, which is its expectation when ties are broken at random (the convention of
+    metacal.metrics.selective; label smoothing caps many confidences at one value)."""
     order = np.argsort(-confidence, kind="stable")
-    errors = np.cumsum(~correct[order])
+    conf, wrong = confidence[order], ~correct[order]
+    ends = np.flatnonzero(np.r_[conf[1:] != conf[:-1], True]) + 1  # k at the end of each group of ties
+    errors = np.r_[0, np.cumsum(wrong)[ends - 1]]
     k = np.unique(np.linspace(1, len(order), points).astype(int))
-    return k / len(order), errors[k - 1] / k
+    return k / len(order), np.interp(k, np.r_[0, ends], errors) / k
 
 
 def plot_risk_coverage(curves: Mapping[int, Mapping[str, tuple[np.ndarray, np.ndarray]]], path: Path) -> Path:

@@ -19,6 +19,10 @@ def test_risk_coverage_by_hand():
     # most confident first: 0.9 ✓, 0.8 ✗, 0.7 ✓, 0.6 ✗
     assert coverage.tolist() == [0.25, 0.5, 0.75, 1.0]
     assert risk == pytest.approx([0.0, 0.5, 1 / 3, 0.5])
+    # ties are taken together: three tied at 0.9 with one error, then a correct 0.5. The expected errors among the
+    # first k under a random order of the tie are k/3 for k ≤ 3, so the risk is 1/3 there, then 1/4.
+    coverage, risk = risk_coverage(np.array([0.9, 0.9, 0.5, 0.9]), np.array([True, False, True, True]), points=4)
+    assert risk == pytest.approx([1 / 3, 1 / 3, 1 / 3, 0.25])
 
 
 def test_pooled_concatenates_seeds_and_needs_every_one():
