@@ -2,11 +2,10 @@
 
 A shift page (:mod:`metacal.report.shift_page`) writes ``<stem>.csv`` (every cell: mean, std, n over seeds) and
 ``<stem>_paired.csv`` (:func:`paired_csv`: every row against CE + TS and CE + perturbation TS, paired over seeds).
-Per page the block names the row with the lowest mean test ECE at severity 3 over the held-out families, and
-gives, beside CE + TS and CE + perturbation TS and the automatic γ rows, its ECE there with the paired
-differences, its clean ECE and its clean error: what it buys under shift and what it costs without. When its
-difference from CE + perturbation TS is not resolved, the block says so and that the post-hoc fit needs no
-retraining.
+Per page the block names the row with the lowest mean test ECE at severity 3 over the held-out families and
+says whether it is resolved against CE + TS and CE + perturbation TS (post-hoc maps of the CE run, which need no
+retraining); beside them and the automatic γ rows it gives its ECE there with the paired differences, its clean
+ECE and its clean error: what it buys under shift and what it costs without.
 """
 
 from __future__ import annotations
@@ -117,8 +116,8 @@ def _delta(page: ShiftPageNumbers, method: str, reference: str, severity: int) -
 
 
 def clean_cost(page: ShiftPageNumbers, method: str) -> str:
-    """`` On clean data it costs …``: the paired Δ test ECE and Δ error at severity 0 against CE + TS (points;
-    "" for CE + TS itself or without pairs)."""
+    """`` On clean data it differs from CE + TS by …``: the paired Δ test ECE and Δ error at severity 0 against
+    CE + TS (points; "" for CE + TS itself or without pairs)."""
     parts = []
     for metric, name in (("ece", "ECE"), ("error", "error")):
         d = page.paired.get((method, "ce+ts", 0, metric))
@@ -128,7 +127,8 @@ def clean_cost(page: ShiftPageNumbers, method: str) -> str:
     return f" On clean data it differs from CE + TS by {' and '.join(parts)}."
 
 
-def page_block(page: ShiftPageNumbers, link: str, severity: int = SEVERITY, shown: Sequence[str] = SHOWN) -> list[str]:
+def page_block(page: ShiftPageNumbers, link: str, severity: int = SEVERITY,
+               shown: Sequence[str] = SHOWN) -> list[str]:
     """The regime's verdict sentence and table (rows: the recommended one, then ``shown``)."""
     best = recommended(page, severity)
     label = page.labels[best]
