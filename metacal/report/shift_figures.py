@@ -51,16 +51,20 @@ def pooled(samples: Sequence[Mapping[tuple[int, str], tuple[np.ndarray, np.ndarr
 
 
 def risk_coverage(confidence: np.ndarray, correct: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """Coverage k/n and selective risk E[errors among the k most confident]/k at ``points`` coverages. Tied
-    confidences are accepted together: the cumulative error count is exact at the end of each group of ties and
-    linear inside it, which is its expectation when ties are broken at random (the convention of
-    metacal.metrics.selective; label smoothing caps many confidences at one value)."""
-    order = np.argsort(-confidence, kind="stable")
-    conf, wrong = confidence[order], ~correct[order]
-    ends = np.flatnonzero(np.r_[conf[1:] != conf[:-1], True]) + 1  # k at the end of each group of ties
-    errors = np.r_[0, np.cumsum(wrong)[ends - 1]]
-    k = np.unique(np.linspace(1, len(order), points).astype(int))
-    return k / len(order), np.interp(k, np.r_[0, ends], errors) / k
+    """Coverage k/n and selective risk E[errors among the k most confident]/k at ``points`` coverages, from the
+    tie-aware curve of :func:`metacal.metrics.selective.risk_coverage_from_confidence` (tied confidences are
+    accepted together): the error count is exact at the end of each group of ties and linear inside it, its
+    expectation when ties are broken at random (label smoothing caps many confidences at one value)."""
+    import torch
+
+    from metacal.metrics.selective import risk_coverage_from_confidence
+
+    curve = risk_coverage_from_confidence(torch.as_tensor(confidence, dtype=torch.float64),
+                                          torch.as_tensor(correct, dtype=torch.float64))
+    ends = curve.coverage.numpy() * len(confidence)  # k at the end of each group of ties
+    k = np.unique(np.linspace(1, len(confidence), points).astype(int))
+    errors = np.interp(k, np.r_[0.0, ends], np.r_[0.0, curve.risk.numpy() * ends])
+    return k / len(confidence), errors / k
 
 
 def plot_risk_coverage(curves: Mapping[int, Mapping[str, tuple[np.ndarray, np.ndarray]]], path: Path) -> Path:
@@ -87,18 +91,20 @@ def plot_reliability_panels(panels: Mapping[str, tuple[np.ndarray, np.ndarray]],
                             num_bins: int = 15) -> Path:
     """One reliability diagram per panel from top-label confidence and correctness: accuracy per equal-width
     confidence bin (bars) against the diagonal, the panel's ECE in its title."""
+    import torch
+
+    from metacal.metrics.binning import bin_statistics
+    from metacal.metrics.calibration import calibration_error_from_confidence
+
     fig = Figure(figsize=(3.2 * len(panels), 3.4))
-    edges = np.linspace(0.0, 1.0, num_bins + 1)
     for i, (title, (conf, correct)) in enumerate(panels.items()):
         ax = fig.add_subplot(1, len(panels), i + 1)
-        which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, num_bins - 1)
-        counts = np.bincount(which, minlength=num_bins)
-        acc = np.bincount(which, weights=correct.astype(float), minlength=num_bins) / np.maximum(counts, 1)
-        mean_conf = np.bincount(which, weights=conf.astype(float), minlength=num_bins) / np.maximum(counts, 1)
-        ece = float(np.sum(counts * np.abs(acc - mean_conf)) / max(len(conf), 1))
-        shown = counts > 0
-        ax.bar(edges[:-1][shown], acc[shown], width=1.0 / num_bins, align="edge", alpha=0.7, edgecolor="k",
-               linewidth=0.4)
+        c, k = torch.as_tensor(conf, dtype=torch.float64), torch.as_tensor(correct, dtype=torch.float64)
+        stats = bin_statistics(c, k, num_bins)  # the ECE-15 bins of metacal.metrics, equal width
+        ece = float(calibration_error_from_confidence(c, k, num_bins))
+        shown = stats.nonempty.numpy()
+        ax.bar(stats.edges[:-1].numpy()[shown], stats.accuracy.numpy()[shown], width=1.0 / num_bins, align="edge",
+               alpha=0.7, edgecolor="k", linewidth=0.4)
         ax.plot([0, 1], [0, 1], "k--", linewidth=0.8)
         ax.set_title(f"{title}\nECE {100 * ece:.2f}%", fontsize=8)
         ax.set_xlim(0, 1)
