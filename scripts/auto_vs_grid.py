@@ -28,7 +28,6 @@ from metacal.report.labels import method_label
 from metacal.report.runs import Run, read_run
 from metacal.report.paired import interval_text, paired_diff, resolved_text
 
-GRID = {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "focal3": 3.0, "focal4": 4.0, "focal5": 5.0}
 OTHERS = ("adafocal", "dual_focal")
 
 
@@ -36,6 +35,17 @@ def finished(folder: Path) -> dict[int, Run]:
     """seed → the finished run of ``folder``/seed<S> (metacal.report.runs reads it)."""
     runs = (read_run(path) for path in sorted(folder.glob("seed*")) if path.is_dir())
     return {run.seed: run for run in runs if run.finished and run.metrics and run.seed is not None}
+
+
+def grid_gammas(sweep: Path) -> dict[str, float]:
+    """Folder → γ of the sweep's fixed-γ focal runs (CE: γ 0), in γ order. Read from each run's method record
+    (metacal/method.py), so a folder of any name, at any γ, joins the grid."""
+    found = {}
+    for folder in sorted(p for p in sweep.iterdir() if p.is_dir()) if sweep.is_dir() else []:
+        spec = next((run.spec for run in finished(folder).values() if run.spec is not None), None)
+        if spec is not None and spec.fixed_gamma is not None:
+            found[folder.name] = spec.fixed_gamma
+    return dict(sorted(found.items(), key=lambda item: item[1]))
 
 
 def gap_root(gaps: dict[float, float]) -> float:
@@ -138,17 +148,17 @@ def figure(auto: Path, adafocal: Path, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def root_table(grid: dict[str, dict[int, dict]], seeds: list[int], pick: dict[int, str],
+def root_table(grid: dict[str, dict[int, dict]], gammas: dict[str, float], seeds: list[int], pick: dict[int, str],
                auto: tuple[str, dict[int, dict]]) -> list[str]:
     """Per seed: the grid pick's γ, the fixed-γ root of the validation gap (:func:`gap_root`) and the γ the first
     automatic method trained its selected network with; a mean row (the roots' mean over the seeds whose root lies
     inside the grid). Empty when the grid has CE alone or a grid run lacks val predictions."""
-    gaps = {s: {GRID[name]: runs[s]["val_gap"] for name, runs in grid.items()} for s in seeds}
+    gaps = {s: {gammas[name]: runs[s]["val_gap"] for name, runs in grid.items()} for s in seeds}
     if len(grid) < 2 or any(g is None for per_seed in gaps.values() for g in per_seed.values()):
         return []
     label, runs = auto
     roots = {s: gap_root(gaps[s]) for s in seeds}
-    top = max(GRID[name] for name in grid)
+    top = max(gammas[name] for name in grid)
     shown = lambda x: "–" if x is None else f"> {top:g}" if math.isinf(x) else f"{x:.2f}"  # noqa: E731
     lines = ["", f"Where the grid's own root lies: per seed, the γ at which the fixed-γ runs' validation gap "
              f"mean(confidence − 1[correct]) crosses 0 (interpolated between grid points), beside the grid pick and "
@@ -156,11 +166,11 @@ def root_table(grid: dict[str, dict[int, dict]], seeds: list[int], pick: dict[in
              f"inside the grid):", "",
              f"| seed | grid pick γ | fixed-γ root | {label}: γ at selection |", "|---:|---:|---:|---:|"]
     for s in seeds:
-        lines.append(f"| {s} | {GRID[pick[s]]:g} | {shown(roots[s])} | {shown(runs.get(s, {}).get('gamma'))} |")
+        lines.append(f"| {s} | {gammas[pick[s]]:g} | {shown(roots[s])} | {shown(runs.get(s, {}).get('gamma'))} |")
     finite = [r for r in roots.values() if math.isfinite(r)]
     autos = [runs[s]["gamma"] for s in seeds if s in runs and runs[s].get("gamma") is not None]
     mean = lambda xs: f"{sum(xs) / len(xs):.2f}" if xs else "–"  # noqa: E731
-    lines.append(f"| mean | {mean([GRID[pick[s]] for s in seeds])} | {mean(finite)} | {mean(autos)} |")
+    lines.append(f"| mean | {mean([gammas[pick[s]] for s in seeds])} | {mean(finite)} | {mean(autos)} |")
     return lines
 
 
@@ -174,15 +184,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adafocal", type=Path,
                    help="AdaFocal runs whose history holds its per-bin γ (default: the sweep's)")
     args = p.parse_args(argv)
-    grid = {name: runs for name in GRID if (runs := load(args.sweep / name, gaps=True))}
-    seeds = sorted(set.intersection(*(set(r) for r in grid.values()))) if "ce" in grid else []
+    gammas = grid_gammas(args.sweep)
+    grid = {name: runs for name in gammas if (runs := load(args.sweep / name, gaps=True))}
+    ce_name = next((name for name in grid if gammas[name] == 0), None)
+    seeds = sorted(set.intersection(*(set(r) for r in grid.values()))) if ce_name is not None else []
     if not seeds:
-        print(f"auto_vs_grid: error: {args.sweep} has no finished CE run (ce/seed<S>/metrics.json)", file=sys.stderr)
+        print(f"auto_vs_grid: error: {args.sweep} has no finished CE run (a folder of seed<S>/ runs whose config trains loss ce with no learner)", file=sys.stderr)
         return 2
     pick = {s: min(grid, key=lambda name: grid[name][s]["val_ece"]) for s in seeds}
     autos = [a.split("=", 1) if "=" in a else (method_label(a), str(args.sweep / a)) for a in args.auto]
     picked = {s: grid[pick[s]][s] for s in seeds}
-    ce = grid["ce"]
+    ce = grid[ce_name]
     temperatures = [ce[s]["t"] for s in seeds]
     regime = ("over-confident" if min(temperatures) > 1 else "under-confident" if max(temperatures) < 1
               else "over-confident on some seeds, under-confident on others")
@@ -195,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         made = folder / "sweep_command.txt"
         lines.append(f"- `{made.read_text().strip()}`" if made.is_file() else f"- `{folder}` (no sweep_command.txt)")
     lines += ["",
-             "Per seed, the grid pick is the γ ∈ {" + ", ".join(f"{GRID[n]:g}" for n in grid) + "} (0: CE) with the "
-             "lowest validation ECE: " + ", ".join(f"seed {s}: γ = {GRID[pick[s]]:g}" for s in seeds) + ".", "",
+             "Per seed, the grid pick is the γ ∈ {" + ", ".join(f"{gammas[n]:g}" for n in grid) + "} (0: CE) with the "
+             "lowest validation ECE: " + ", ".join(f"seed {s}: γ = {gammas[pick[s]]:g}" for s in seeds) + ".", "",
              "| method | seed | γ | test ECE % | test error % |", "|---|---:|---:|---:|---:|"]
     rows = [("grid pick", picked)] + [(label, load(Path(folder), gaps=True)) for label, folder in autos]
     with_ts = lambda runs: {s: {**r, "ece": r["ece_ts"]} for s, r in runs.items()}  # noqa: E731
@@ -207,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             if s not in runs:
                 continue
             r = runs[s]
-            gamma = GRID[pick[s]] if name == "grid pick" else r.get("gamma")
+            gamma = gammas[pick[s]] if name == "grid pick" else r.get("gamma")
             gamma_text = f"{gamma:.2f}" if isinstance(gamma, float) else "–"
             lines.append(f"| {name} | {s} | {gamma_text} | {100 * r['ece']:.2f} | {100 * r['error']:.2f} |")
     lines += ["", "Paired over seeds, method − grid pick (points; 95% t-interval):", "",
@@ -239,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         known = [r["at_limit"] for r in runs.values() if r["at_limit"] is not None]
         cells.append(f"{sum(known)} of {len(known)}" if known else "–")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += root_table(grid, seeds, pick, rows[1])
+    lines += root_table(grid, gammas, seeds, pick, rows[1])
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from metacal.method import Method
 from metacal.predictions import Predictions
 from metacal.report.labels import method_label, method_order
 from metacal.report.posthoc_columns import DEFAULT, POSTHOC_KEYS, check_calibrators, column_key
@@ -104,6 +105,7 @@ class MethodRow:
     stats: dict[str, tuple[float, float, int]] = field(default_factory=dict)
     per_run: dict[int | str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # "seed 1: ECE after MS-ODIR: … needs at least …"
+    spec: Method | None = None  # what the row's runs trained (metacal/method.py); None for derived rows (+ TS, …)
 
     @property
     def num_runs(self) -> int:
@@ -151,14 +153,16 @@ def aggregate(
                 notes += [f"{'seed ' if r.seed is not None else ''}{name}: {note}" for note in run_notes]
                 bar.update()
             seeds = sorted(r.seed for r in complete if r.seed is not None)
+            spec = next((r.spec for r in [*complete, *method_runs] if r.spec is not None), None)
             row = MethodRow(
                 method=method,
-                label=method_label(method),
+                label=method_label(method, spec),
                 seeds=seeds,
                 missing_seeds=[s for s in expected if s not in seeds],
                 incomplete=[f"{r.path.name}" for r in method_runs if not r.complete],
                 per_run=numbers,
                 notes=notes,
+                spec=spec,
             )
             for key in ALL_COLUMN_KEYS + EXTRA_KEYS:
                 row.stats[key] = mean_std([n.get(key, math.nan) for n in numbers.values()], ddof=ddof)

@@ -18,10 +18,15 @@ from metacal.report.labels import method_label
 from metacal.report.paired import PairedDiff, compare, interval_text, judge, verdict_phrase
 
 ERROR_MARGIN = 0.005  # "within 0.5 points of CE" (fractions)
-FIXED_FOCAL = ("focal", "focal2", "focal3", "focal4", "focal5")  # focal at a fixed γ = 1…5: the fixed-γ bar
 ORACLE_ERROR_MARGIN = 0.01  # fixed-γ bar: the calibration gain may cost at most 1 point of error over CE
 # the meta-learned γ methods held to that bar: the paper's one-step FLγ-SECE and the trajectory-level variant
 META_GAMMA = ("flgamma_sece", "flgamma_sece_trajectory")
+
+
+def fixed_gamma_rows(rows: Sequence[MethodRow]) -> list[MethodRow]:
+    """The rows of focal loss at one fixed γ > 0 and no learner, in row order: the fixed-γ bar. Read from each
+    row's method record (metacal/method.py), so any run's name or γ (2.5, a user's own config) counts."""
+    return [r for r in rows if r.spec is not None and (r.spec.fixed_gamma or 0.0) > 0]
 
 
 def find_row(rows: Sequence[MethodRow], method: str) -> MethodRow | None:
@@ -133,8 +138,9 @@ def regime_sentence(rows: Sequence[MethodRow], baseline: str = "ce") -> str:
 
 
 def best_fixed_gamma(rows: Sequence[MethodRow]) -> MethodRow | None:
-    """The fixed-γ focal row (FIXED_FOCAL) with the lowest mean VALIDATION ECE — never chosen on test numbers."""
-    fixed = [r for r in rows if r.method in FIXED_FOCAL and math.isfinite(r.stats.get("ece_val", (math.nan,))[0])]
+    """The fixed-γ focal row (:func:`fixed_gamma_rows`) with the lowest mean VALIDATION ECE — never chosen on test
+    numbers."""
+    fixed = [r for r in fixed_gamma_rows(rows) if math.isfinite(r.stats.get("ece_val", (math.nan,))[0])]
     return min(fixed, key=lambda r: r.stats["ece_val"][0]) if fixed else None
 
 
@@ -174,7 +180,7 @@ def oracle_markdown(rows: Sequence[MethodRow], per_seed: bool = True, regime: bo
         return lines
     f = results[0]["fixed"]
     lines += ["### Against the best fixed γ", "",
-              f"Fixed-γ focal rows here: {', '.join(r.label for r in rows if r.method in FIXED_FOCAL)}; chosen on "
+              f"Fixed-γ focal rows here: {', '.join(r.label for r in fixed_gamma_rows(rows))}; chosen on "
               f"mean validation ECE: {f.label} (val ECE {100 * f.stats['ece_val'][0]:.2f}%). Each part: met or not "
               "on the mean paired Δ over seeds, resolved when its 95% t-interval lies on that side of the bar.", ""]
     for result in results:

@@ -9,7 +9,7 @@ import math
 from typing import Sequence
 
 from metacal.report.aggregate import MethodRow
-from metacal.report.claim import FIXED_FOCAL, best_fixed_gamma, find_row
+from metacal.report.claim import best_fixed_gamma, find_row, fixed_gamma_rows
 from metacal.report.paired import LEVEL, PairedDiff, interval_text, needed_text, p_text, resolved_text, table_rows
 
 # metric key → how the table names it (the page's two headline numbers)
@@ -34,7 +34,7 @@ def grid_pick(rows: Sequence[MethodRow]) -> tuple[MethodRow, dict] | None:
     every grid row has that number; (row, {seed: the picked row's label}), or None without CE or with fewer
     than two fixed-γ focal rows."""
     ce = find_row(rows, "ce")
-    grid = [r for r in rows if r.method in FIXED_FOCAL]
+    grid = fixed_gamma_rows(rows)
     if ce is None or len(grid) < 2:
         return None
     grid = [ce, *grid]
@@ -59,7 +59,7 @@ def references(rows: Sequence[MethodRow]) -> list[tuple[MethodRow, str]]:
         if ts is not None:
             refs.append((ts, "CE's test ECE after temperature scaling fitted by NLL on validation; CE's error"))
     fixed = best_fixed_gamma(rows)
-    others = [r.label for r in rows if r.method in FIXED_FOCAL]
+    others = [r.label for r in fixed_gamma_rows(rows)]
     if fixed is not None:
         refs.append((fixed, f"the fixed γ chosen on mean validation ECE among {', '.join(others)}"))
     pick = grid_pick(rows)

@@ -1,10 +1,13 @@
 """Display names of methods: config stem → the label the source papers use (Wang & Golebiowski 2024,
 Table 1; Wang, Feng & Zhang 2021; Karandikar et al. 2021; Lin et al. 2025).
 
-Unknown stems are shown as they are, so a new config never disappears from a table.
+Unknown stems are shown by their method record's label ("Focal γ = 2.5", metacal/method.py) or as they are, so a
+new config never disappears from a table.
 """
 
 from __future__ import annotations
+
+from metacal.method import Method
 
 METHOD_LABELS: dict[str, str] = {
     "ce": "CE",
@@ -41,9 +44,13 @@ METHOD_LABELS: dict[str, str] = {
 STEM_ALIASES: dict[str, str] = {"ls_005": "ls005", "ls_01": "ls01"}
 
 
-def method_label(stem: str) -> str:
-    """Paper label of a config stem (``"flgamma_sece"`` → ``"FLγ-SECE"``); unknown stems unchanged."""
-    return METHOD_LABELS.get(STEM_ALIASES.get(stem, stem), stem)
+def method_label(stem: str, spec: Method | None = None) -> str:
+    """Paper label of a config stem (``"flgamma_sece"`` → ``"FLγ-SECE"``); an unknown stem: its method record's
+    label (``spec``, e.g. "Focal γ = 2.5" for a fixed-γ focal run), else the stem unchanged."""
+    key = STEM_ALIASES.get(stem, stem)
+    if key in METHOD_LABELS:
+        return METHOD_LABELS[key]
+    return spec.label if spec is not None and (spec.fixed_gamma or 0.0) > 0 else stem
 
 
 def method_order(stem: str) -> tuple[int, str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from metacal.method import Method, method_of_run
 from metacal.predictions import Predictions, load_predictions
 
 RUN_MARKERS = ("config.yaml", "metrics.json", "history.jsonl", "history.json", "predictions", "checkpoints", "DONE")
@@ -135,6 +136,12 @@ class Run:
         is fitted on."""
         saved = sorted((self.path / "shift").glob("val_*.npz"))
         return load_predictions(saved[0]) if saved else self.predictions("val")
+
+    @property
+    def spec(self) -> Method | None:
+        """What the run trained (metrics.json's ``method`` record, else config.yaml's loss and learner), named by
+        :attr:`method`; None when neither says."""
+        return method_of_run(self.config, self.metrics, name=self.method)
 
     def epoch_times(self) -> list[float]:
         """``time_s`` of every epoch record that has one."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from metacal.method import Method
 from metacal.report.aggregate import MethodRow, mean_std
 from metacal.report.comparisons import grid_pick
 from metacal.report.labels import method_label, method_order
@@ -143,10 +144,10 @@ def run_numbers(ev: Evaluated, column: str) -> dict[str, float]:
     return out
 
 
-def _row(method: str, label: str, evaluated: Sequence[Evaluated], column: str) -> MethodRow:
+def _row(method: str, label: str, evaluated: Sequence[Evaluated], column: str, spec: Method | None = None) -> MethodRow:
     per_run = {e.name: run_numbers(e, column) for e in evaluated}
     return MethodRow(method=method, label=label, seeds=sorted(s for s in per_run if isinstance(s, int)),
-                     missing_seeds=[], per_run=per_run)
+                     missing_seeds=[], per_run=per_run, spec=spec)
 
 
 def method_rows(evaluated: Sequence[Evaluated]) -> tuple[list[MethodRow], dict[Any, str] | None]:
@@ -157,8 +158,10 @@ def method_rows(evaluated: Sequence[Evaluated]) -> tuple[list[MethodRow], dict[A
         by_method.setdefault(e.run.method, []).append(e)
     rows, raw = [], []
     for method in sorted(by_method, key=method_order):
-        group, label = by_method[method], method_label(method)
-        raw.append(_row(method, label, group, "uncalibrated"))
+        group = by_method[method]
+        spec = group[0].run.spec  # what the runs trained: the grid pick reads it (metacal/method.py)
+        label = method_label(method, spec)
+        raw.append(_row(method, label, group, "uncalibrated", spec))
         rows += [raw[-1], _row(f"{method}+ts", f"{label} + TS", group, "ts_nll")]
         if method == "ce":
             rows += [_row(f"ce+{col}", f"{label} + {name}", group, col) for col, name in CE_EXTRA.items()

@@ -189,6 +189,8 @@ def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[s
     layers.append(_parse_overrides(list(overrides)))
     cfg = build_config(OmegaConf.merge(*layers))  # type: ignore[arg-type]
     check_meta_overrides(cfg, overrides)
+    if cfg.run.method is None and path is not None:
+        cfg.run.method = Path(path).stem
     return cfg
 
 

@@ -14,6 +14,7 @@ from accelerate import Accelerator
 
 from metacal.atomic_io import write_text_atomic
 from metacal.meta.auto import CONTROLLER_DEFAULTS, measured_splits
+from metacal.method import method_of_config
 from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_intervals
 from metacal.plots.reliability import plot_reliability
 from metacal.predictions import Predictions, load_predictions
@@ -53,6 +54,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
             spec = BootstrapSpec(cfg.eval.bootstrap, cfg.eval.ci_level, cfg.eval.ci_seed, cfg.eval.ci_method)
             result["test"]["ci"] = bootstrap_intervals(test.probs, test.labels, cfg.eval.num_bins, spec)
         result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins, ts)
+    result["method"] = method_of_config(to_dict(cfg)).record()  # what report and grid pick read, not file names
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
     if (auto := automatic_scalar(state.history, state.best_epoch)) is not None:
         measured = measured_splits(cfg.meta.controller.get("measure_on", CONTROLLER_DEFAULTS["measure_on"]))

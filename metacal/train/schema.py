@@ -129,6 +129,9 @@ class LoggingConfig:
 @dataclass
 class RunConfig:
     seed: int = 0
+    # the method's name, recorded in metrics.json with its loss and learner (metacal/method.py); None: the config
+    # file's stem, which is also the run folder scripts/sweep.py makes
+    method: Optional[str] = None
     mixed_precision: str = "no"  # no | fp16 | bf16
     cpu: bool = False  # force CPU even when a GPU is visible
     deterministic: bool = False  # torch.use_deterministic_algorithms (slower on GPU)

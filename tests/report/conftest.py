@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from grid_specs import loss_config
 
 
 def synthetic_predictions(rng: np.random.Generator, n: int, k: int, sharpness: float) -> tuple[np.ndarray, np.ndarray]:
@@ -37,7 +38,8 @@ def write_run(
     test_metrics: dict | None = None,
     val_metrics: dict | None = None,
 ) -> Path:
-    """Write config.yaml, predictions/{val,test}.npz, metrics.json, history.jsonl, DONE.
+    """Write config.yaml (its loss: what the run folder's parent, a method stem, trains), predictions/{val,test}.npz,
+    metrics.json, history.jsonl, DONE.
 
     metrics.json["test"] is ``test_metrics`` when given (known values), else metacal.metrics.summary;
     metrics.json["val"] is ``val_metrics`` (default {}).
@@ -46,7 +48,8 @@ def write_run(
 
     run_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(1000 + seed)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump({"run": {"seed": seed}, "data": {"name": "synthetic"}}))
+    config = {"run": {"seed": seed}, "data": {"name": "synthetic"}, "loss": loss_config(run_dir.parent.name)}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
     splits = {}
     for split in ("val", "test"):
         logits, labels = synthetic_predictions(rng, n, k, sharpness)

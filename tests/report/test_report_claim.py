@@ -9,6 +9,7 @@ import pytest
 from metacal.report.aggregate import MethodRow, aggregate, mean_std
 from metacal.report.claim import check_claim, claim_markdown, direction_markdown
 from metacal.report.runs import find_runs
+from grid_specs import grid_spec
 
 
 def row(method: str, label: str, error: float, ece: float, over: float = math.nan, t: float = math.nan,
@@ -17,7 +18,7 @@ def row(method: str, label: str, error: float, ece: float, over: float = math.na
     for every row, so paired differences have no spread) and its stats computed from them."""
     errors = errors or [error - 0.001 / math.sqrt(2), error + 0.001 / math.sqrt(2)]
     eces = eces or [ece - 0.002 / math.sqrt(2), ece + 0.002 / math.sqrt(2)]
-    r = MethodRow(method=method, label=label, seeds=list(range(len(eces))), missing_seeds=[])
+    r = MethodRow(method=method, label=label, seeds=list(range(len(eces))), missing_seeds=[], spec=grid_spec(method))
     r.per_run = {s: {"error": e, "ece": c} for s, (e, c) in enumerate(zip(errors, eces))}
     r.stats = {"error": mean_std(errors), "ece": mean_std(eces), "overconfidence": (over, 0.0, 2),
                "t_nll": (t, 0.0, 2)}

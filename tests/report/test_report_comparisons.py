@@ -10,6 +10,7 @@ from scipy import stats
 
 from metacal.report.aggregate import MethodRow
 from metacal.report.comparisons import grid_pick, paired_markdown, references, ts_reference
+from grid_specs import grid_spec
 
 SEEDS = (0, 1, 2)
 
@@ -120,7 +121,7 @@ def test_page_has_the_paired_section_with_the_numbers_scipy_gives(sweep, tmp_pat
 
 
 def _row(method, label, eces, ece_val=math.nan):
-    r = MethodRow(method=method, label=label, seeds=list(range(len(eces))), missing_seeds=[])
+    r = MethodRow(method=method, label=label, seeds=list(range(len(eces))), missing_seeds=[], spec=grid_spec(method))
     r.per_run = {s: {"ece": e, "error": 0.1} for s, e in enumerate(eces)}
     r.stats = {"ece_val": (ece_val, 0.0, len(eces))}
     return r
@@ -141,7 +142,7 @@ def test_references_are_ce_and_the_fixed_gamma_chosen_on_validation():
 
 def _run_row(method, per_seed):
     """A MethodRow from {seed: (test ECE, test error, validation ECE)}."""
-    r = MethodRow(method=method, label=method, seeds=sorted(per_seed), missing_seeds=[])
+    r = MethodRow(method=method, label=method, seeds=sorted(per_seed), missing_seeds=[], spec=grid_spec(method))
     r.per_run = {s: {"ece": e, "error": err, "ece_val": v, "ece_ts_nll": e / 2} for s, (e, err, v) in per_seed.items()}
     r.stats = {"ece_val": (float(np.mean([v for _, _, v in per_seed.values()])), 0.0, len(per_seed))}
     return r

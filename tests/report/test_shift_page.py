@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
+from grid_specs import grid_spec
 from scipy import stats
 
 from metacal.report.shift_page import main
@@ -56,7 +57,7 @@ def make_sweep(root: Path, methods=tuple(OFFSET), temps=(1.2, 1.5, 1.8), ood: bo
             (run / "shift").mkdir(parents=True)
             clean = {col: _summary(_ece(method, seed, col, None, 0)) for col in COLUMN}
             metrics = {"val": {"ece": VAL_ECE[method][seed]}, "test": clean["uncalibrated"],
-                       "test_after_ts": {"temperature": temps[seed]}}
+                       "test_after_ts": {"temperature": temps[seed]}, "method": grid_spec(method).record()}
             (run / "metrics.json").write_text(json.dumps(metrics))
             cells = [{"family": f, "severity": s, "metrics": {c: _summary(_ece(method, seed, c, f, s)) for c in COLUMN}}
                      for f in (FIT, HELD) for s in (1, 2)]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from script_loader import load_script
 
 from metacal.metrics import overconfidence
@@ -40,6 +41,19 @@ VAL_GAPS = {0: (0.2, 0.1, 0.04, -0.02, -0.1, -0.2), 1: (0.3, 0.2, 0.15, 0.1, 0.0
 AUTO_GAPS = {0: {"val": -0.05, "test": 0.01}, 1: {"val": 0.03, "test": -0.04}}
 
 
+# the grid's folders and their γ, as their configs say (the script reads the configs, not these names)
+GRID_GAMMA = {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "focal3": 3.0, "focal4": 4.0, "focal5": 5.0}
+
+
+def config_of(method: str) -> dict:
+    """The resolved config's loss and learner of a hand-made run."""
+    if method == "auto_gamma":
+        return {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "meta": {"enabled": True, "learner": "auto"}}
+    if method == "ce":
+        return {"loss": {"name": "ce", "params": {}}, "meta": {"enabled": False}}
+    return {"loss": {"name": "focal", "params": {"gamma": GRID_GAMMA[method]}}, "meta": {"enabled": False}}
+
+
 def val_predictions(gap: float) -> dict[str, np.ndarray]:
     """Two 2-class samples predicted as class 0 with confidence c whose signed gap is ``gap``: one right and one
     wrong (gap = c − 1/2) when the gap is positive, both right (gap = c − 1) otherwise."""
@@ -53,9 +67,10 @@ def write_runs(root: Path) -> None:
         for method, (val_ece, ece, error, ece_ts) in methods.items():
             run = root / method / f"seed{seed}"
             run.mkdir(parents=True)
-            if method in auto_vs_grid.GRID:
+            (run / "config.yaml").write_text(yaml.safe_dump(config_of(method)))
+            if method in GRID_GAMMA:
                 (run / "predictions").mkdir()
-                gap = VAL_GAPS[seed][int(auto_vs_grid.GRID[method])]
+                gap = VAL_GAPS[seed][int(GRID_GAMMA[method])]
                 np.savez(run / "predictions" / "val.npz", **val_predictions(gap))
             if method == "auto_gamma":
                 (run / "predictions").mkdir()
@@ -111,12 +126,35 @@ def test_gap_root_at_and_beyond_the_grid_ends():
 def test_no_root_table_without_a_grid_or_without_predictions():
     ce = {0: {"val_gap": 0.1}, 1: {"val_gap": 0.2}}
     auto = ("auto", {0: {"gamma": 1.0}, 1: {"gamma": 2.0}})
-    assert auto_vs_grid.root_table({"ce": ce}, [0, 1], {0: "ce", 1: "ce"}, auto) == []  # CE alone: no root
+    gammas = {"ce": 0.0, "focal": 1.0}
+    assert auto_vs_grid.root_table({"ce": ce}, gammas, [0, 1], {0: "ce", 1: "ce"}, auto) == []  # CE alone: no root
     focal = {0: {"val_gap": -0.1}, 1: {"val_gap": None}}  # seed 1 has no val predictions
-    assert auto_vs_grid.root_table({"ce": ce, "focal": focal}, [0, 1], {0: "ce", 1: "ce"}, auto) == []
+    assert auto_vs_grid.root_table({"ce": ce, "focal": focal}, gammas, [0, 1], {0: "ce", 1: "ce"}, auto) == []
     focal[1]["val_gap"] = 0.1
-    table = auto_vs_grid.root_table({"ce": ce, "focal": focal}, [0, 1], {0: "ce", 1: "focal"}, auto)
+    table = auto_vs_grid.root_table({"ce": ce, "focal": focal}, gammas, [0, 1], {0: "ce", 1: "focal"}, auto)
     assert "| 0 | 0 | 0.50 | 1.00 |" in table and "| 1 | 1 | > 1 | 2.00 |" in table
+
+
+def test_the_grid_is_read_from_the_runs_configs_not_their_names(tmp_path, capsys):
+    """A folder of any name that trains focal at a fixed γ (here 2.5, named my_focal) joins the grid; a folder
+    named like a grid point that has a learner does not. The pick moves to it where its val ECE is lowest."""
+    sweep = tmp_path / "sweep"
+    write_runs(sweep)
+    (sweep / "focal4").rename(sweep / "my_focal")
+    for seed in (0, 1):
+        run = sweep / "my_focal" / f"seed{seed}"
+        (run / "config.yaml").write_text(yaml.safe_dump({"loss": {"name": "focal", "params": {"gamma": 2.5}}}))
+        metrics = json.loads((run / "metrics.json").read_text())
+        metrics["val"]["ece"] = 0.01  # the lowest on both seeds
+        (run / "metrics.json").write_text(json.dumps(metrics))
+    learner = {"loss": {"name": "focal", "params": {"gamma": 5.0}}, "meta": {"enabled": True, "learner": "auto"}}
+    for seed in (0, 1):
+        (sweep / "focal5" / f"seed{seed}" / "config.yaml").write_text(yaml.safe_dump(learner))
+    assert auto_vs_grid.grid_gammas(sweep) == {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "my_focal": 2.5, "focal3": 3.0}
+    assert auto_vs_grid.main([str(sweep)]) == 0
+    out = capsys.readouterr().out
+    assert "the grid pick is the γ ∈ {0, 1, 2, 2.5, 3} (0: CE)" in out
+    assert "seed 0: γ = 2.5, seed 1: γ = 2.5" in out
 
 
 def test_a_sweep_without_ce_is_one_line(tmp_path, capsys):

@@ -255,3 +255,13 @@ def test_shipped_configs_load_and_name_registered_components(path):
         assert cfg.meta.learner == ("loss" if cfg.loss.name == "ce_learnable_l2" else "gamma_net")
     if path.parent.name in ("cifar10", "cifar100", "tiny_imagenet"):
         assert (cfg.schedule.epochs, cfg.schedule.milestones, cfg.model.name) == (350, [150, 250], "resnet18")
+
+
+def test_the_method_is_named_by_the_config_file_unless_the_config_names_it(tmp_path):
+    focal = write(tmp_path / "configs" / "my_focal.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n"
+                  "loss: {name: focal, params: {gamma: 2.5}}\n")
+    assert load_config(focal).run.method == "my_focal"
+    assert load_config(focal, ["run.method=focal_25"]).run.method == "focal_25"
+    saved = write(tmp_path / "run" / "config.yaml", to_yaml(load_config(focal)))
+    assert load_config(saved).run.method == "my_focal"  # a saved run keeps its name, not "config"
+    assert load_config(None, ["data.name=mnist1d", "model.name=mlp"]).run.method is None
