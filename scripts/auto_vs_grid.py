@@ -25,14 +25,14 @@ from pathlib import Path
 
 from metacal.metrics import overconfidence
 from metacal.report.labels import method_label
-from metacal.report.runs import Run, read_run
+from metacal.run_layout import Run, read_run
 from metacal.report.paired import interval_text, paired_diff, resolved_text
 
 OTHERS = ("adafocal", "dual_focal")
 
 
 def finished(folder: Path) -> dict[int, Run]:
-    """seed → the finished run of ``folder``/seed<S> (metacal.report.runs reads it)."""
+    """seed → the finished run of ``folder``/seed<S> (metacal.run_layout reads it)."""
     runs = (read_run(path) for path in sorted(folder.glob("seed*")) if path.is_dir())
     return {run.seed: run for run in runs if run.finished and run.metrics and run.seed is not None}
 

@@ -7,8 +7,7 @@ Per run (fractions, as in code and JSON):
 - ECE after post-hoc calibration fitted on predictions/val.npz and applied to predictions/test.npz, one column
   per selected calibrator of metacal.posthoc.registry (metacal/report/posthoc_columns.py; Wang, Feng & Zhang
   2021, §2); NaN, with a note in ``MethodRow.notes``, where a calibrator refuses a too small validation set.
-- Wall-clock seconds per epoch: mean of history.json ``time_s`` (history.jsonl, one object per line, is
-  read too).
+- Wall-clock seconds per epoch: mean of history.json ``time_s``.
 Across seeds: mean and sample standard deviation (ddof=1; undefined for one seed) of each column, ignoring
 runs where that number is unavailable.
 """
@@ -27,7 +26,7 @@ from metacal.predictions import Predictions
 from metacal.report.labels import method_label, method_order
 from metacal.report.posthoc_columns import DEFAULT, POSTHOC_KEYS, check_calibrators, column_key
 from metacal.report.posthoc_columns import posthoc_metrics as posthoc_metrics  # re-exported: callers import it here
-from metacal.report.runs import Run
+from metacal.run_layout import Run
 
 TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
 ALL_COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)  # every column a row can hold

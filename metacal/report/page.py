@@ -20,7 +20,7 @@ from metacal.report.claim import claim_markdown, oracle_per_seed, regime_sentenc
 from metacal.report.comparisons import paired_csv, paired_markdown
 from metacal.report.machine import machine_markdown
 from metacal.report.posthoc_columns import check_calibrators, describe
-from metacal.report.runs import SWEEP_COMMAND_FILE, Run, check_one_dataset, config_get, find_runs
+from metacal.run_layout import SWEEP_COMMAND_FILE, Run, check_one_dataset, config_get, find_runs
 from metacal.report.tables import csv_table, markdown_table
 
 BIN_COUNTS = (10, 20, 50, 100, 200, 500, 1000)

@@ -26,7 +26,7 @@ import numpy as np
 
 from metacal.report.aggregate import MethodRow
 from metacal.report.paired import LEVEL, compare, interval_text
-from metacal.report.runs import SWEEP_COMMAND_FILE
+from metacal.run_layout import SWEEP_COMMAND_FILE
 from metacal.report.shift_figures import sample_figures
 from metacal.report.shift_guide import paired_csv
 from metacal.report.shift_rows import (METRICS, OOD, OOD_METRICS, OOD_SCORES, OVERS, Evaluated, ce_regime, cell,

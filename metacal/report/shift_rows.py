@@ -21,7 +21,7 @@ from metacal.method import Method
 from metacal.report.aggregate import MethodRow, mean_std
 from metacal.report.comparisons import grid_pick
 from metacal.report.labels import method_label, method_order
-from metacal.report.runs import Run, check_one_dataset, find_runs, read_json
+from metacal.run_layout import Run, check_one_dataset, find_runs, read_json
 from metacal.shift_eval import OUT_DIR, mean_of
 
 OVERS = ("all", "held_out")

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from metacal.report.runs import has_checkpoints, is_finished
+from metacal.run_layout import has_checkpoints, is_finished
 
 ACTIONS = ("skip", "resume", "restart", "start")
 # After a Ctrl-C, the seconds the sweep waits for its trainers to stop by themselves (a terminal's Ctrl-C reaches
@@ -183,7 +183,7 @@ def _finish(p: PlannedRun, code: int, seconds: float) -> RunOutcome:
     if code == 0 and is_finished(p.run_dir):
         status, msg = "ok", ""
     elif code == 0:
-        status, msg = "failed", "exit code 0 but the run is not marked finished (no DONE / metrics.json finished)"
+        status, msg = "failed", "exit code 0 but the run is not marked finished (metrics.json has no \"finished\": true)"
     else:
         status, msg = "failed", f"exit code {code}"
     return RunOutcome(

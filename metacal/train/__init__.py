@@ -24,7 +24,9 @@ from .checkpoint import CheckpointError
 from .config import Config, ConfigError, load_config
 from .loop import RunResult, TrainingDivergedError, make_accelerator, train
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
-from .run_dir import RunPaths, prepare_run_dir
+from metacal.run_layout import RunPaths
+
+from .run_dir import prepare_run_dir
 
 __all__ = ["CheckpointError", "Config", "ConfigError", "EXIT_INTERRUPTED", "EXIT_PREEMPTED", "Preempted", "RunPaths",
            "RunResult", "TrainingDivergedError", "load_config", "make_accelerator", "prepare_run_dir", "train"]

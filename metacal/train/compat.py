@@ -64,7 +64,7 @@ def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) ->
 
 def checkpoint_to_resume(root: Path) -> Path:
     """The newest complete checkpoint of run directory ``root``; FileNotFoundError naming what is missing."""
-    from .run_dir import RunPaths
+    from metacal.run_layout import RunPaths
 
     if not root.is_dir():
         raise FileNotFoundError(f"cannot resume: run directory {root} does not exist")
@@ -76,7 +76,7 @@ def checkpoint_to_resume(root: Path) -> Path:
 
 def saved_config(root: Path, latest: Path) -> Config:
     """The resolved config a resume of ``root`` continues: the checkpoint ``latest``'s own, else the run's."""
-    from .run_dir import RunPaths
+    from metacal.run_layout import RunPaths
 
     path = latest / CONFIG if (latest / CONFIG).is_file() else RunPaths(root).config
     return parse_saved_config(path.read_text(), str(path))

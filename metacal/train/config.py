@@ -90,16 +90,22 @@ def load_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> DictConfig:
     return OmegaConf.merge(*layers, node)  # type: ignore[return-value]
 
 
+def split_override(item: str) -> tuple[str, str]:
+    """``"optim.lr=0.05"`` → ("optim.lr", "0.05"): the one place an override is taken apart; a ConfigError when it
+    is not ``section.key=value`` (a key without "=" would be set to None, and "optim..lr" taken as key "" in optim)."""
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or "" in key.split("."):
+        raise ConfigError(f"override {item!r} must look like section.key=value (e.g. optim.lr=0.05)")
+    return key, text
+
+
 def _parse_overrides(overrides: list[str]) -> DictConfig:
     """``["optim.lr=0.05", "meta.objective=dece"]`` → a config; values are YAML 1.2 (``[100,200]``, ``null``, and
     ``no`` is text: metacal/train/yaml_loader.py), read by the same loader as the files."""
     node = OmegaConf.create()
     for item in overrides:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        # a key without "=" would be set to None, and "optim..lr" taken as key "" in optim
-        if not sep or "" in key.split("."):
-            raise ConfigError(f"override {item!r} must look like section.key=value (e.g. optim.lr=0.05)")
+        key, text = split_override(item)
         try:
             value = load_yaml(text)
         except yaml.YAMLError as err:
@@ -200,7 +206,7 @@ def check_meta_overrides(cfg: Config, overrides: list[str]) -> None:
     if cfg.meta.enabled:
         return
     for item in overrides:
-        key = item.partition("=")[0].strip()
+        key = split_override(item)[0]
         if key.startswith("meta.") and key != "meta.enabled":
             raise ConfigError(f"override {key!r} has no effect: this run has no meta step (meta.enabled is false); "
                               "drop it, or add meta.enabled=true")

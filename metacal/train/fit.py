@@ -24,7 +24,7 @@ from metacal.models.features import ContractError, FeatureClassifier, probe_cont
 
 from .components import PYTHON
 from .compat import checkpoint_to_resume, saved_config
-from .config import Config, ConfigError, load_config, to_dict
+from .config import Config, ConfigError, load_config, split_override, to_dict
 from .loop import RunResult, make_accelerator, train_in_dir
 from .run_dir import default_run_dir, remove_if_empty, shared_run_dir
 
@@ -102,7 +102,7 @@ def fit_config(config: str | Path | Config | None, overrides: Sequence[str], run
         raise ConfigError(f"overrides must be a list of 'section.key=value' strings; got {overrides!r}")
     overrides = list(overrides)
     for item in overrides:
-        key = item.partition("=")[0].strip()
+        key = split_override(item)[0]
         if any(key == k or key.startswith(k + ".") for k in FROM_ARGUMENTS):
             raise ConfigError(f"override {item!r}: metacal.fit takes {key} from its arguments (the datasets and "
                               "the model); leave it out")

@@ -49,7 +49,9 @@ from .train_state import EpochProgress, host_values
 from .config import Config
 from .epoch_eval import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, reliability_figure
-from .run_dir import RunPaths, clear_run_dir
+from metacal.run_layout import RunPaths
+
+from .run_dir import clear_run_dir
 from .run_summary import end_of_run_summary
 from .setup import RunResult, TrainingRun, TrainingDivergedError, make_accelerator, setup
 

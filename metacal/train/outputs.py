@@ -19,11 +19,11 @@ from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_inter
 from metacal.plots.reliability import plot_reliability
 from metacal.predictions import Predictions, load_predictions
 from metacal.run_calibration import save_calibrator
+from metacal.run_layout import RunPaths
 
 from .train_state import TrainState
 from .config import Config, flatten, to_dict
 from .epoch_eval import after_temperature_scaling, run_temperature
-from .run_dir import RunPaths
 from .run_summary import runtime_record
 from .tb_logging import TBLogger
 

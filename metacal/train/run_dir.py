@@ -1,26 +1,6 @@
-"""The run directory: where one training run keeps everything it produces.
+"""Making, checking and clearing the run directory: where one training run keeps everything it produces.
 
-Layout::
-
-    run_dir/
-      config.yaml            fully resolved config
-      predictor.json         model, classes, input kind/shape, mean/std: what metacal.load needs besides the
-                             weights (metacal.run_predictor)
-      runtime.json           {"sessions": [...]}: per start (and resume) the processes, device, distributed
-                             backend, mixed precision, the processes the launcher asked for, versions
-      tensorboard/           TensorBoard event files
-      checkpoints/ckpt-*/    complete checkpoints (accelerate save_state + manifest; see metacal.train.checkpoint)
-      checkpoints/latest     symlink to the newest one (end of an epoch, or mid-epoch with
-                             run.checkpoint_every_steps or after SIGTERM)
-      checkpoints/best       symlink to the end-of-epoch checkpoint with the best validation score
-      predictions/{val,test}.npz   logits, labels (and γ with a γ-Net) of the selected (best) epoch
-                             (format: metacal.predictions)
-      reliability.png        reliability diagram of the selected epoch on the test set
-      metrics.json           {"epoch", "val", "test", "test_after_ts"} of the selected epoch, "runtime"
-                             (num_processes, torch_threads, device, per-process batch sizes)
-      history.json           per-epoch train/val/test numbers (curves)
-      calibration/ts_nll.pt  the temperature scaling of test_after_ts (fitted on val); metacal.load adds
-                             calibration/<name>.pt for other calibrators (metacal.run_calibration)
+Its layout, and the reader that reports use, are metacal/run_layout.py.
 
 An existing non-empty directory is never reused unless ``overwrite`` (wipes it) or ``resume``. The
 directory must be writable: this is checked up front (a probe file), so a read-only or impossible path
@@ -33,55 +13,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from metacal.run_layout import RunPaths
 from metacal.wording import current
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def runtime(self) -> Path:
-        return self.root / "runtime.json"
-
-    @property
-    def tensorboard(self) -> Path:
-        return self.root / "tensorboard"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def latest(self) -> Path:
-        return self.checkpoints / "latest"
-
-    @property
-    def best(self) -> Path:
-        return self.checkpoints / "best"
-
-    @property
-    def predictions(self) -> Path:
-        return self.root / "predictions"
-
-    @property
-    def metrics(self) -> Path:
-        return self.root / "metrics.json"
-
-    @property
-    def history(self) -> Path:
-        return self.root / "history.json"
-
-    @property
-    def reliability(self) -> Path:
-        return self.root / "reliability.png"
 
 
 def default_run_dir(config_path: str | Path | None, parent: str | Path = "runs") -> Path:

@@ -9,9 +9,10 @@ from typing import Any, Callable
 
 import torch
 
+from metacal.run_layout import RunPaths
+
 from .checkpoint import STATE_JSON, find_latest
 from .compat import resume_point
-from .run_dir import RunPaths
 
 SELECT_BY = {"error": "lowest validation error", "nll": "lowest validation NLL", "ece": "lowest validation ECE"}
 

@@ -15,6 +15,7 @@ from accelerate.utils import DataLoaderConfiguration, set_seed
 from metacal.atomic_io import write_text_atomic
 from metacal.distributed import sum_over_processes
 from metacal.meta import MetaLearner, PlainStep
+from metacal.run_layout import RunPaths
 from metacal.run_predictor import predictor_info, write_predictor
 from metacal.wording import current
 
@@ -24,7 +25,6 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .train_state import TrainState
 from .compat import resume_point
 from .config import Config, to_yaml
-from .run_dir import RunPaths
 from .process_settings import configure_process, preload_forward_ad
 from .tb_logging import TBLogger
 

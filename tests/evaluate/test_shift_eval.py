@@ -160,7 +160,7 @@ def test_a_run_without_a_checkpoint_is_one_line(mnist1d_run, tmp_path, capsys):
 def test_perturbed_validation_is_saved_for_calib_and_the_report(mnist1d_run, capsys):
     from metacal import metrics
     from metacal.report.posthoc_columns import posthoc_metrics
-    from metacal.report.runs import Run
+    from metacal.run_layout import Run
 
     result = evaluate_run(mnist1d_run, shift="mnist1d_natural", severities=[2], progress=False)
     saved = mnist1d_run / "shift" / "val_mnist1d_natural.npz"

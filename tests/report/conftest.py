@@ -39,7 +39,7 @@ def write_run(
     val_metrics: dict | None = None,
 ) -> Path:
     """Write config.yaml (its loss: what the run folder's parent, a method stem, trains), predictions/{val,test}.npz,
-    metrics.json, history.jsonl, DONE.
+    metrics.json, history.json, and ``"finished": true`` in metrics.json (``done``).
 
     metrics.json["test"] is ``test_metrics`` when given (known values), else metacal.metrics.summary;
     metrics.json["val"] is ``val_metrics`` (default {}).
@@ -68,16 +68,19 @@ def write_run(
         summ = {"val": dict(val_metrics or {}), "test": dict(test_metrics)}
         (run_dir / "metrics.json").write_text(json.dumps({"epoch": epochs - 1, **summ}))
     times = epoch_times if epoch_times is not None else [1.0 + seed] * epochs
-    with open(run_dir / "history.jsonl", "w") as fh:
-        for e, t in enumerate(times):
-            rec = {"epoch": e, "time_s": t, "lr": 0.1, "train": {"loss": 1.0 / (e + 1)},
-                   "val": {"ece": 0.1}, "test": {"ece": 0.1 * (e + 1) + 0.01 * seed, "error": 0.3}}
-            if gamma:
-                rec["train"].update(gamma_mean=1.0, gamma_std=0.0)
-                rec["test"].update(gamma_mean=1.0 + 0.5 * e + seed, gamma_std=0.1 * e)
-            fh.write(json.dumps(rec) + "\n")
-    if done:
-        (run_dir / "DONE").write_text("")
+    history = []
+    for e, t in enumerate(times):
+        rec = {"epoch": e, "time_s": t, "lr": 0.1, "train": {"loss": 1.0 / (e + 1)},
+               "val": {"ece": 0.1}, "test": {"ece": 0.1 * (e + 1) + 0.01 * seed, "error": 0.3}}
+        if gamma:
+            rec["train"].update(gamma_mean=1.0, gamma_std=0.0)
+            rec["test"].update(gamma_mean=1.0 + 0.5 * e + seed, gamma_std=0.1 * e)
+        history.append(rec)
+    (run_dir / "history.json").write_text(json.dumps(history))
+    if done:  # what the trainer writes last
+        path = run_dir / "metrics.json"
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+        path.write_text(json.dumps({**saved, "finished": True}))
     return run_dir
 
 

@@ -14,7 +14,7 @@ import torch
 from metacal.report.figures import epoch_series, pareto_front
 from metacal.report.machine import cpu_model
 from metacal.report.page import SPARSE_TEST_NOTE
-from metacal.report.runs import find_runs
+from metacal.run_layout import find_runs
 
 
 def test_pareto_front_by_hand():
@@ -124,11 +124,11 @@ def test_test_ece_curves_say_when_the_test_set_was_evaluated_only_at_improvement
     """``eval.test_every_epoch: false`` leaves ``test: null`` on the epochs without a validation improvement; the
     per-epoch figure then averages different seeds at different epochs, and the page says so under it."""
     run_writer(tmp_path / "ce" / "seed0", 0, n=100, k=3)
-    history = tmp_path / "ce" / "seed1" / "history.jsonl"
+    history = tmp_path / "ce" / "seed1" / "history.json"
     run_writer(history.parent, 1, n=100, k=3)
-    records = [json.loads(line) for line in history.read_text().splitlines()]
+    records = json.loads(history.read_text())
     records[1]["test"] = None
-    history.write_text("".join(json.dumps(r) + "\n" for r in records))
+    history.write_text(json.dumps(records))
     assert _run_cli([str(tmp_path)]) == 0
     text = (tmp_path / "report.md").read_text()
     figure = text.split("### Test ECE per epoch")[1].split("###")[0]

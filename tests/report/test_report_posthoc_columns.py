@@ -14,7 +14,7 @@ from metacal.predictions import load_predictions
 from metacal.report.aggregate import aggregate, run_numbers
 from metacal.report.cli import main as report_main  # what scripts/report.py runs
 from metacal.report.posthoc_columns import ALL, DEFAULT, column_key, parse_calibrators
-from metacal.report.runs import find_runs, read_run
+from metacal.run_layout import find_runs, read_run
 
 NEW = ("vector", "matrix", "dirichlet", "isotonic", "ets")
 HEADERS = {"vector": "ECE after VS (%)", "matrix": "ECE after MS-ODIR (%)", "dirichlet": "ECE after Dir-ODIR (%)",

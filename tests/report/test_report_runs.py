@@ -5,7 +5,7 @@ import json
 import pytest
 
 from metacal.report.labels import METHOD_LABELS, method_label, method_order
-from metacal.report.runs import (
+from metacal.run_layout import (
     find_runs,
     has_checkpoints,
     is_finished,
@@ -24,8 +24,8 @@ def test_finished_markers(tmp_path):
     assert is_finished(run)
     (run / "metrics.json").write_text("{half written")
     assert not is_finished(run)
-    (run / "DONE").write_text("")
-    assert is_finished(run)
+    (run / "DONE").write_text("")  # no marker: metacal writes "finished" into metrics.json, last
+    assert not is_finished(run)
     assert not is_finished(tmp_path / "does-not-exist")
 
 
@@ -37,23 +37,15 @@ def test_checkpoints_need_content(tmp_path):
     assert has_checkpoints(tmp_path)
 
 
-def test_history_skips_truncated_line(tmp_path):
-    path = tmp_path / "history.jsonl"
-    path.write_text('{"epoch": 0, "time_s": 2.5}\n\n{"epoch": 1, "time_s": 3.5}\n{"epoch": 2, "ti')
-    records = read_history(path)
-    assert [r["epoch"] for r in records] == [0, 1]
-    assert read_history(tmp_path / "missing.jsonl") == []
-
-
-def test_history_json_list_is_read_when_no_jsonl(tmp_path):
+def test_history_is_the_json_list_and_a_broken_file_reads_as_empty(tmp_path):
     run = tmp_path / "ce" / "seed0"
     run.mkdir(parents=True)
     (run / "history.json").write_text(json.dumps([{"epoch": 1, "time_s": 5.0}, {"epoch": 2, "time_s": 7.0}, 3]))
     assert read_run(run).epoch_times() == [5.0, 7.0]
-    (run / "history.jsonl").write_text('{"epoch": 1, "time_s": 1.0}\n')
-    assert read_run(run).epoch_times() == [1.0]  # the .jsonl of the contract wins
-    (tmp_path / "broken.json").write_text("[{")
+    (tmp_path / "broken.json").write_text("[{")  # half-written
     assert read_history(tmp_path / "broken.json") == []
+    (tmp_path / "object.json").write_text("{}")
+    assert read_history(tmp_path / "object.json") == [] and read_history(tmp_path / "missing.json") == []
 
 
 def test_layout_gives_method_and_seed(tmp_path, run_writer):
@@ -61,13 +53,14 @@ def test_layout_gives_method_and_seed(tmp_path, run_writer):
     (tmp_path / "flgamma_sece" / "seed0").mkdir(parents=True)  # started, nothing written yet
     solo = tmp_path / "other" / "my_run"
     solo.mkdir(parents=True)
-    (solo / "config.yaml").write_text("run:\n  seed: 7\n")
+    (solo / "config.yaml").write_text("run:\n  seed: 7\n  method: mine\n")
     (tmp_path / "logs").mkdir()  # sweep logs: not a run
     (tmp_path / "logs" / "focal_seed3.log").write_text("")
     runs = find_runs(tmp_path)
-    assert [(r.method, r.seed) for r in runs] == [("flgamma_sece", 0), ("focal", 3), ("my_run", 7)]
+    # a run outside a sweep's <method>/seed<S> layout: the method its config names (run.method)
+    assert [(r.method, r.seed) for r in runs] == [("flgamma_sece", 0), ("focal", 3), ("mine", 7)]
     focal = runs[1]
-    assert focal.finished and not focal.complete  # DONE but no metrics.json → reported as missing
+    assert focal.finished and not focal.complete  # finished but without test metrics → reported as missing
     assert focal.epoch_times() == [2.0, 4.0]
     assert runs[0].config == {} and runs[0].history == [] and runs[0].metrics is None
     assert read_run(tmp_path / "focal" / "seed3").config["run"]["seed"] == 3

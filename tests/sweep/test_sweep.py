@@ -34,7 +34,7 @@ if stem.startswith("bad"):
     sys.exit(3)
 if stem.startswith("nodone"):
     sys.exit(0)
-(d / "DONE").write_text("")
+(d / "metrics.json").write_text('{"finished": true}')
 """
 
 
@@ -59,7 +59,7 @@ def grid(tmp_path):
 def test_plan_skip_resume_start(grid):
     configs, train_cmd, out = grid
     (out / "ce" / "seed0").mkdir(parents=True)
-    (out / "ce" / "seed0" / "DONE").write_text("")  # finished → skip
+    (out / "ce" / "seed0" / "metrics.json").write_text('{"finished": true}')  # finished → skip
     (out / "ce" / "seed1" / "checkpoints").mkdir(parents=True)
     (out / "ce" / "seed1" / "checkpoints" / "last.pt").write_bytes(b"x")  # interrupted → resume
     (out / "focal" / "seed0" / "checkpoints").mkdir(parents=True)  # died before a checkpoint → restart
@@ -121,7 +121,7 @@ def test_sweep_runs_logs_and_fails_on_failed_run(grid, capsys, monkeypatch):
     (out / "focal" / "seed1" / "checkpoints" / "last.pt").write_text("")
     cfgs = [str(configs / f"{s}.yaml") for s in ("ce", "focal", "bad", "nodone")]
     argv = ["--configs", *cfgs, "--seeds", "0", "1", "--out", str(out), "--train-cmd", train_cmd, "--jobs", "2"]
-    assert _sweep_main(argv) == 1  # bad (exit 3) and nodone (exit 0 without DONE) failed
+    assert _sweep_main(argv) == 1  # bad (exit 3) and nodone (exit 0 without "finished") failed
     assert (out / "sweep_command.txt").read_text() == "python scripts/sweep.py " + shlex.join(argv) + "\n"
     log = [json.loads(line) for line in (out / "sweep_log.jsonl").read_text().splitlines()]
     by_name = {(Path(r["config"]).stem, r["seed"]): r for r in log}
@@ -192,7 +192,7 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(grid, capsys):
     """Under pytest (as in a log file) stderr is no terminal: one line per run, no carriage returns."""
     configs, train_cmd, out = grid
     (out / "ce" / "seed1").mkdir(parents=True)
-    (out / "ce" / "seed1" / "DONE").write_text("")  # finished: skipped
+    (out / "ce" / "seed1" / "metrics.json").write_text('{"finished": true}')  # finished: skipped
     argv = ["--configs", str(configs / "ce.yaml"), str(configs / "bad.yaml"), "--seeds", "0", "1", "--out", str(out),
             "--train-cmd", train_cmd]
     assert _sweep_main(argv) == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from metacal.train.outputs import automatic_scalar
-from metacal.train.run_dir import RunPaths
+from metacal.run_layout import RunPaths
 from metacal.train.run_summary import end_of_run_summary
 
 

@@ -1,11 +1,32 @@
-"""Reading run directories written by ``scripts/train.py`` (tolerant of missing optional pieces).
+"""The run directory: its layout, and the typed reader that train, evaluate, report and sweep share.
 
-Layout of one run directory (all optional except what a caller needs):
-``config.yaml`` (resolved config), ``metrics.json`` ({"epoch", "val", "test", "test_after_ts", "finished"?}),
-``predictions/{val,test}.npz`` (:mod:`metacal.predictions`), ``history.jsonl`` (one JSON object
-per epoch; ``history.json``, a JSON list of the same objects, is read when there is no .jsonl), ``DONE``
-(finished marker), ``checkpoints/`` (resumable). A sweep writes
-``OUT/<config-stem>/seed<S>/``: the method is the config stem, the seed comes from the directory name.
+A run writes its directory through :class:`RunPaths` (metacal/train/run_dir.py makes, checks and clears it);
+everything that reads runs back goes through :func:`read_run` / :func:`find_runs`. A sweep writes
+``OUT/<config-stem>/seed<S>/``: the method is the run folder's parent, the seed comes from its name.
+
+Layout::
+
+    run_dir/
+      config.yaml            fully resolved config
+      predictor.json         model, classes, input kind/shape, mean/std: what metacal.load needs besides the
+                             weights (metacal.run_predictor)
+      runtime.json           {"sessions": [...]}: per start (and resume) the processes, device, distributed
+                             backend, mixed precision, the processes the launcher asked for, versions
+      tensorboard/           TensorBoard event files
+      checkpoints/ckpt-*/    complete checkpoints (accelerate save_state + manifest; see metacal.train.checkpoint)
+      checkpoints/latest     symlink to the newest one (end of an epoch, or mid-epoch with
+                             run.checkpoint_every_steps or after SIGTERM)
+      checkpoints/best       symlink to the end-of-epoch checkpoint with the best validation score
+      predictions/{val,test}.npz   logits, labels (and γ with a γ-Net) of the selected (best) epoch
+                             (format: metacal.predictions)
+      reliability.png        reliability diagram of the selected epoch on the test set
+      metrics.json           {"epoch", "val", "test", "test_after_ts"} of the selected epoch, "runtime"
+                             (num_processes, torch_threads, device, per-process batch sizes)
+      history.json           per-epoch train/val/test numbers (curves)
+      calibration/ts_nll.pt  the temperature scaling of test_after_ts (fitted on val); metacal.load adds
+                             calibration/<name>.pt for other calibrators (metacal.run_calibration)
+
+A run is finished when metrics.json says ``"finished": true`` (written last, by metacal/train/outputs.py).
 """
 
 from __future__ import annotations
@@ -21,18 +42,64 @@ import yaml
 from metacal.method import Method, method_of_run
 from metacal.predictions import Predictions, load_predictions
 
-RUN_MARKERS = ("config.yaml", "metrics.json", "history.jsonl", "history.json", "predictions", "checkpoints", "DONE")
+@dataclass(frozen=True)
+class RunPaths:
+    """The paths of one run directory's files (the layout above)."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def runtime(self) -> Path:
+        return self.root / "runtime.json"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tensorboard"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def latest(self) -> Path:
+        return self.checkpoints / "latest"
+
+    @property
+    def best(self) -> Path:
+        return self.checkpoints / "best"
+
+    @property
+    def predictions(self) -> Path:
+        return self.root / "predictions"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.json"
+
+    @property
+    def history(self) -> Path:
+        return self.root / "history.json"
+
+    @property
+    def reliability(self) -> Path:
+        return self.root / "reliability.png"
+
+
+#: any one of these makes a directory a run directory
+RUN_MARKERS = tuple(getattr(RunPaths(Path()), name).name for name in ("config", "metrics", "history", "predictions",
+                                                                      "checkpoints"))
 _SEED_DIR = re.compile(r"^seed(\d+)$")
 
 SWEEP_COMMAND_FILE = "sweep_command.txt"  # written by scripts/sweep.py into its --out, read by the report
 
 
 def is_finished(run_dir: str | Path) -> bool:
-    """A run is finished when ``DONE`` exists or metrics.json has ``"finished": true``."""
-    run_dir = Path(run_dir)
-    if (run_dir / "DONE").is_file():
-        return True
-    metrics = read_json(run_dir / "metrics.json")
+    """metacal.train wrote its last output: metrics.json has ``"finished": true``."""
+    metrics = read_json(RunPaths(Path(run_dir)).metrics)
     return bool(metrics and metrics.get("finished") is True)
 
 
@@ -41,46 +108,29 @@ def has_checkpoints(run_dir: str | Path) -> bool:
 
     Hidden entries (``.tmp-*``: a checkpoint being written when the run was killed) do not count: such a
     run has nothing to resume from and must be restarted."""
-    ckpt = Path(run_dir) / "checkpoints"
+    ckpt = RunPaths(Path(run_dir)).checkpoints
     return ckpt.is_dir() and any(not entry.name.startswith(".") for entry in ckpt.iterdir())
 
 
-def read_json(path: Path) -> dict | None:
-    """The JSON object in ``path``, or None if the file is missing or not valid JSON (e.g. half-written)."""
+def read_json_value(path: Path) -> Any:
+    """The JSON value in ``path``, or None if the file is missing or not valid JSON (e.g. half-written)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            return json.load(fh)
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None if it is missing, unreadable or not an object."""
+    data = read_json_value(path)
     return data if isinstance(data, dict) else None
 
 
 def read_history(path: Path) -> list[dict]:
-    """Epoch records in file order from history.jsonl (one object per line; unparsable lines — an interrupted
-    write — are skipped) or, for a ``.json`` path, from a JSON list of objects ([] if unreadable)."""
-    records: list[dict] = []
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return records
-    if Path(path).suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            return records
-        return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else records
-    lines = text.splitlines()
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            records.append(obj)
-    return records
+    """The epoch records of history.json (a JSON list of objects), in file order; [] if missing or unreadable."""
+    data = read_json_value(path)
+    return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
 
 
 def read_config(path: Path) -> dict:
@@ -122,7 +172,7 @@ class Run:
         return bool(self.metrics) and isinstance(self.metrics.get("test"), dict)
 
     def predictions_path(self, split: str) -> Path:
-        return self.path / "predictions" / f"{split}.npz"
+        return RunPaths(self.path).predictions / f"{split}.npz"
 
     def has_predictions(self, split: str) -> bool:
         return self.predictions_path(split).is_file()
@@ -159,7 +209,8 @@ def read_run(run_dir: str | Path) -> Run:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory not found: {run_dir}")
-    config = read_config(run_dir / "config.yaml")
+    paths = RunPaths(run_dir)
+    config = read_config(paths.config)
     match = _SEED_DIR.match(run_dir.name)
     if match:
         method, seed = run_dir.parent.name, int(match.group(1))
@@ -172,8 +223,8 @@ def read_run(run_dir: str | Path) -> Run:
         method=method,
         seed=seed,
         config=config,
-        metrics=read_json(run_dir / "metrics.json"),
-        history=read_history(run_dir / "history.jsonl") or read_history(run_dir / "history.json"),
+        metrics=read_json(paths.metrics),
+        history=read_history(paths.history),
         finished=is_finished(run_dir),
         resumable=has_checkpoints(run_dir),
     )
