@@ -10,6 +10,8 @@ writes) import nothing of metacal, so any layer may use them.
 one's own datasets (metacal/train/fit.py); it is imported on first use, so ``import metacal.metrics`` stays
 free of the trainer's dependencies. ``metacal.evaluate_run(run_dir, shift=..., ood=..., inputs=...)`` evaluates a
 finished run's network on shifted, unseen or new data without retraining (metacal/shift_eval.py).
+``metacal.auto_gamma(loss, held_out)`` sets a focal loss's γ (or label smoothing's ε) in a training loop of one's own:
+call its ``update(model)`` once per epoch (metacal/meta/gap_control.py).
 ``metacal.load(run_dir, calibrator="ts_nll")`` returns a finished run as a calibrated classifier
 (``predict_proba``, ``predict``, ``export``; metacal/predictor.py).
 """
@@ -28,6 +30,10 @@ def __getattr__(name: str) -> Any:
         from metacal.shift_eval import evaluate_run
 
         return evaluate_run
+    if name == "auto_gamma":
+        from metacal.meta.auto import auto_gamma
+
+        return auto_gamma
     if name == "load":
         from metacal.predictor import load
 

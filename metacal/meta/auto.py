@@ -23,17 +23,19 @@ batch its one-step sign is a coin flip, and without that noise its greedy object
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from types import SimpleNamespace
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import Dataset
 
 from metacal.distributed import average_over_processes
 
 from .step_context import StepResult
 from .learner import PlainStep
+from .gap_control import GapControl
 from .root_finder import SignRootFinder
 
 
@@ -101,41 +103,6 @@ def measured_splits(value: Any) -> tuple[str, ...] | None:
     return names if ok else None
 
 
-#: The measured sample is kept in host memory after its first reading when its inputs take at most this many
-#: bytes: reading and collating it sample by sample costs a small model several times its forward pass
-#: (scripts/bench_auto.py reports the controller's time). Meta-val is read through the deterministic eval view.
-KEEP_BYTES = 256 * 2**20
-
-
-@torch.no_grad()
-def gap_sums(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-             device: torch.device) -> torch.Tensor:
-    """[Σ d_i, Σ d_i², n] over ``batches`` with d_i = confidence − 1[correct], the model in eval mode."""
-    was_training = model.training
-    model.eval()
-    sums = torch.zeros(3, dtype=torch.float64, device=device)
-    try:
-        for inputs, targets in batches:
-            probs = model(inputs.to(device)).float().softmax(dim=-1)
-            confidence, predicted = probs.max(dim=-1)
-            d = (confidence - (predicted == targets.to(device)).float()).double()
-            sums += torch.stack([d.sum(), (d * d).sum(), torch.tensor(float(d.numel()), dtype=torch.float64,
-                                                                         device=device)])
-    finally:
-        model.train(was_training)
-    return sums
-
-
-def gap_estimate(sums: torch.Tensor) -> tuple[float, float]:
-    """ĝ and its standard error s = √(var/n), var the unbiased sample variance, from :func:`gap_sums`."""
-    total, squares, n = sums.tolist()  # one host read
-    if n < 2:
-        raise ValueError(f"the calibration gap needs at least 2 samples, got {int(n)}")
-    mean = total / n
-    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
-    return mean, (variance / n) ** 0.5
-
-
 def update_points(steps_per_epoch: int, updates_per_epoch: int) -> frozenset[int]:
     """The in-epoch iteration counts (1-based, the last = steps_per_epoch) after which γ is updated:
     round(j·S/u) for j = 1…u, so the last update falls on the epoch's last step."""
@@ -146,7 +113,7 @@ def update_points(steps_per_epoch: int, updates_per_epoch: int) -> frozenset[int
 
 
 class AutoScalar:
-    """Plain steps of ``loss`` with its scalar ``knob`` set by a :class:`SignRootFinder` (module docstring).
+    """Plain steps of ``loss`` with its scalar ``knob`` set by a :class:`GapControl` at :func:`update_points`.
 
     Args:
         model / loss / optimizer / backward / head: as :class:`metacal.meta.PlainStep` (``model`` unwrapped
@@ -156,9 +123,7 @@ class AutoScalar:
         finder: the root finder; its value is written into ``loss.<knob>`` now and after every update.
         knob: the name of the loss attribute, e.g. ``"gamma"``.
         steps_per_epoch / updates_per_epoch: γ is updated at :func:`update_points` of every epoch.
-        sample: measure on a fixed seeded subsample of at most this many measured samples (None: all of them).
-        batch_size: the per-process batch of the measuring forward pass.
-        average: in-place mean over processes (the sums then give every rank the same ĝ, s).
+        sample / batch_size / seed / rank / world_size / average: as :class:`GapControl`.
     """
 
     gamma_net = None
@@ -172,51 +137,15 @@ class AutoScalar:
                  world_size: int = 1, backward: Callable[[torch.Tensor], Any] | None = None,
                  head: nn.Linear | None = None, measure_model: nn.Module | None = None,
                  average: Callable[[list[torch.Tensor]], None] = average_over_processes) -> None:
-        if not isinstance(getattr(loss, knob, None), float):
-            raise ValueError(f"the loss has no scalar {knob!r} to set (one number, not per class)")
-        n = len(meta_val)
-        if n < 2 or (sample is not None and sample < 2):
-            raise ValueError(f"the gap needs at least 2 held-out samples; the measured splits have {n}, the sample "
-                             f"is {sample}")
+        self.control = GapControl(loss, meta_val, finder, knob, sample=sample, batch_size=batch_size, seed=seed,
+                                  rank=rank, world_size=world_size, average=average)
         self.points = update_points(steps_per_epoch, updates_per_epoch)
         self.steps_per_epoch = steps_per_epoch
         self.plain = PlainStep(model, loss, optimizer, backward=backward, head=head)
-        self.loss, self.knob, self.finder, self.average = loss, knob, finder, average
+        self.knob, self.finder = knob, finder
         self.measure_model = measure_model if measure_model is not None else model
-        size = n if sample is None else min(sample, n)
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:size].sort().values
-        shard = order[rank::world_size].tolist()
-        self.loader = DataLoader(Subset(meta_val, shard), batch_size=batch_size, shuffle=False)
-        self.kept: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # the sample's batches, once read
         self.iteration = 0
-        self.last: dict[str, float] = {}
-        self.measure_seconds = 0.0  # time in measure() since the last epoch_metrics() (the controller's cost)
-        self._apply()
-
-    def _apply(self) -> None:
-        setattr(self.loss, self.knob, float(self.finder.value))
-
-    def sample_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """This process's share of the measured sample, batch by batch: read through the loader until it has been
-        read once and kept (when its inputs fit in :data:`KEEP_BYTES`), then from memory."""
-        if self.kept is not None:
-            yield from self.kept
-            return
-        kept: list[tuple[torch.Tensor, torch.Tensor]] | None = []
-        for i, (inputs, targets) in enumerate(self.loader):
-            if i == 0 and inputs.element_size() * inputs.nelement() * len(self.loader) > KEEP_BYTES:
-                kept = None
-            if kept is not None:
-                kept.append((inputs, targets))
-            yield inputs, targets
-        self.kept = kept
-
-    def measure(self) -> tuple[float, float]:
-        """ĝ ± s on the measured sample, over every process."""
-        device = next(self.measure_model.parameters()).device
-        sums = gap_sums(self.measure_model, self.sample_batches(), device)
-        self.average([sums])  # a mean of sums: the ratios ĝ and s are those of the global sums
-        return gap_estimate(sums)
+        self.measure_seconds = 0.0  # time in the updates since the last epoch_metrics() (the controller's cost)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
         value = self.finder.value
@@ -228,16 +157,8 @@ class AutoScalar:
             if self.before_read is not None:
                 self.before_read()
             started = time.perf_counter()
-            gap, se = self.measure()
-            seconds = time.perf_counter() - started
-            sign = self.finder.update(gap, se)
-            self._apply()
-            state = self.finder.state
-            self.last = {f"{self.knob}_trained": value, self.knob: self.finder.value, "gap": gap, "gap_se": se,
-                         "band": self.finder.band * se, "step": state.step, "decision": float(sign),
-                         "held": float(state.held), "at_limit": float(state.at_limit), "max": self.finder.hi}
-            self.measure_seconds += seconds
-            out.control = dict(self.last)
+            out.control = self.control.update(self.measure_model)
+            self.measure_seconds += time.perf_counter() - started
         return out
 
     def epoch_metrics(self) -> dict[str, float]:
@@ -246,7 +167,7 @@ class AutoScalar:
         ``auto_held`` and ``auto_at_limit`` (the root finder's counts of withheld moves so far), ``auto_max`` (the
         upper end), and ``auto_measure_s``: the seconds spent measuring since the previous call (the controller's
         own cost)."""
-        report = {f"auto_{k}": v for k, v in self.last.items()}
+        report = {f"auto_{k}": v for k, v in self.control.last.items()}
         report["auto_measure_s"], self.measure_seconds = self.measure_seconds, 0.0
         return report
 
@@ -254,10 +175,41 @@ class AutoScalar:
         return [self]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"iteration": self.iteration, "finder": self.finder.state_dict(), "last": dict(self.last)}
+        return {"iteration": self.iteration, **self.control.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.iteration = int(state["iteration"])
-        self.finder.load_state_dict(state["finder"])
-        self.last = {k: float(v) for k, v in state.get("last", {}).items()}
-        self._apply()
+        self.control.load_state_dict(state)
+
+
+#: the controller's options that belong to metacal's trainer (when and what it measures), not to a loop of one's own
+TRAINER_ONLY = ("updates_per_epoch", "measure_on")
+#: config keys → the argument names of :func:`auto_gamma`, in its error messages
+_ARGUMENT_NAMES = (("meta.gamma_net.init_gamma", "start"), ("meta.lr", "first_step"), ("meta.controller.", ""),
+                   ("meta.controller", "auto_gamma"), ("meta.learner=auto", "auto_gamma"))
+
+
+def auto_gamma(loss: nn.Module, held_out: Dataset, *, first_step: float = 1.0, start: float | None = None,
+               batch_size: int = 512, seed: int = 0, **controller: Any) -> GapControl:
+    """The automatic γ for a training loop of one's own: a :class:`GapControl` that owns ``loss``'s confidence
+    scalar (focal γ, label-smoothing ε) from now on; call its ``update(model)`` once per epoch.
+
+    ``first_step`` and ``start`` are what ``meta.lr`` and ``meta.gamma_net.init_gamma`` are to the trainer (default
+    start: the loss's own value); ``controller`` takes ``meta.controller``'s keys other than ``updates_per_epoch``
+    and ``measure_on`` (the loop decides when to call and what ``held_out`` is), with its defaults
+    (:data:`CONTROLLER_DEFAULTS`). A bad value is a one-line ValueError naming the argument."""
+    given = sorted(set(controller) & set(TRAINER_ONLY))
+    if given:
+        raise ValueError(f"auto_gamma: {', '.join(given)} belong to metacal's trainer; in your own loop call "
+                         "update(model) when you want an update, and pass the data to measure as held_out")
+    gamma_net = {} if start is None else {"init_gamma": start}
+    meta = SimpleNamespace(lr=first_step, gamma_net=gamma_net, controller=controller)
+    try:
+        finder, opts = controller_from_config(meta, loss, type(loss).__name__)
+        return GapControl(loss, held_out, finder, loss.confidence_knob, sample=opts["sample"],
+                          batch_size=batch_size, seed=seed)
+    except ValueError as err:
+        message = str(err)
+        for key, name in _ARGUMENT_NAMES:
+            message = message.replace(key, name)
+        raise ValueError(message) from None

@@ -11,7 +11,8 @@ from meta_nets import TinyMLP
 from torch.utils.data import DataLoader, TensorDataset
 
 from metacal.losses import build as build_loss
-from metacal.meta.auto import AutoScalar, gap_estimate, gap_sums, update_points
+from metacal.meta.auto import AutoScalar, update_points
+from metacal.meta.gap_control import gap_estimate, gap_sums
 from metacal.meta.root_finder import SignRootFinder
 
 
@@ -46,9 +47,9 @@ def test_two_process_shards_sum_to_the_one_process_sample():
         return AutoScalar(model, loss, opt, ds, SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=4,
                           sample=200, rank=rank, world_size=world, average=lambda ts: None)
 
-    one = gap_sums(model, stepper(0, 1).loader, torch.device("cpu"))
-    two = [gap_sums(model, stepper(r, 2).loader, torch.device("cpu")) for r in (0, 1)]
-    assert [len(stepper(r, 2).loader.dataset) for r in (0, 1)] == [100, 100]
+    one = gap_sums(model, stepper(0, 1).control.loader, torch.device("cpu"))
+    two = [gap_sums(model, stepper(r, 2).control.loader, torch.device("cpu")) for r in (0, 1)]
+    assert [len(stepper(r, 2).control.loader.dataset) for r in (0, 1)] == [100, 100]
     torch.testing.assert_close(two[0] + two[1], one, rtol=1e-6, atol=1e-6)  # float32 batches of other sizes
     assert gap_estimate(two[0] + two[1]) == pytest.approx(gap_estimate(one), abs=1e-8)
 
@@ -73,7 +74,7 @@ def test_updates_at_the_epoch_points_and_writes_the_loss():
     gaps = iter([0.5, -0.5, 0.5, 0.0])  # an over-confident, an under-confident, … measurement
     auto = AutoScalar(model, loss, opt, ds, SignRootFinder(2.0, 1.0, hi=10.0, band=1.0), "gamma",
                       steps_per_epoch=3, updates_per_epoch=1)
-    auto.measure = lambda: (next(gaps), 0.01)
+    auto.control.measure = lambda model: (next(gaps), 0.01)
     assert loss.gamma == 2.0
     x, y = ds.tensors[0][:32], ds.tensors[1][:32]
     seen = []
@@ -102,7 +103,7 @@ def test_a_loss_without_the_scalar_is_refused():
     whole = AutoScalar(model, build_loss("focal"), opt, ds, SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=3)
     capped = AutoScalar(model, build_loss("focal"), opt, ds, SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=3,
                         sample=5000)
-    assert capped.loader.dataset.indices == whole.loader.dataset.indices == list(range(300))
+    assert capped.control.loader.dataset.indices == whole.control.loader.dataset.indices == list(range(300))
 
 
 def test_label_smoothing_epsilon_is_a_knob_too():
@@ -127,9 +128,9 @@ class CountingDataset(TensorDataset):
 def test_the_measured_sample_is_read_once_when_it_is_small(keep_bytes, kept, monkeypatch):
     """The second measurement gives the same ĝ, s from memory without a read; above KEEP_BYTES every
     measurement reads the sample again."""
-    import metacal.meta.auto as auto
+    import metacal.meta.gap_control as gap_control
 
-    monkeypatch.setattr(auto, "KEEP_BYTES", keep_bytes)
+    monkeypatch.setattr(gap_control, "KEEP_BYTES", keep_bytes)
     torch.manual_seed(2)
     base = data(150)
     ds = CountingDataset(*base.tensors)
@@ -137,9 +138,9 @@ def test_the_measured_sample_is_read_once_when_it_is_small(keep_bytes, kept, mon
     stepper = AutoScalar(model, loss, torch.optim.SGD(model.parameters(), lr=0.1), ds, SignRootFinder(1.0, 1.0),
                          "gamma", steps_per_epoch=4, sample=120, batch_size=50, average=lambda ts: None)
     CountingDataset.reads = 0
-    first = stepper.measure()
+    first = stepper.control.measure(model)
     assert CountingDataset.reads == 120
-    second = stepper.measure()
-    assert second == first and first == gap_estimate(gap_sums(model, stepper.loader, torch.device("cpu")))
+    second = stepper.control.measure(model)
+    assert second == first and first == gap_estimate(gap_sums(model, stepper.control.loader, torch.device("cpu")))
     assert CountingDataset.reads == (240 if kept else 360)  # the direct gap_sums above read it once more
-    assert (stepper.kept is not None) == kept
+    assert (stepper.control.kept is not None) == kept

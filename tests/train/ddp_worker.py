@@ -36,7 +36,7 @@ def main() -> None:
         finder = getattr(result.stepper, "finder", None)  # meta.learner=auto: this rank's scalar and last gap
         if finder is not None:
             state["auto.value"] = torch.tensor(finder.value, dtype=torch.float64)
-            state["auto.gap"] = torch.tensor(result.stepper.last["gap"], dtype=torch.float64)
+            state["auto.gap"] = torch.tensor(result.stepper.control.last["gap"], dtype=torch.float64)
             state["auto.updates"] = torch.tensor(finder.state.updates)
         torch.save(state, root / f"rank{accelerator.process_index}.pt")
         accelerator.wait_for_everyone()
