@@ -1,4 +1,4 @@
-"""scripts/auto_vs_grid.py on hand-made run folders: the per-seed grid pick is the lowest VALIDATION ECE (never
+"""experiments/auto_vs_grid.py (scripts/auto_vs_grid.py) on hand-made run folders: the per-seed grid pick is the lowest VALIDATION ECE (never
 test), the paired differences are the hand-computed ones, and the page holds the command that made it."""
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from script_loader import load_script
-
+from experiments import auto_vs_grid
+from experiments.benchmark import auto_cost
 from metacal.metrics import overconfidence
-
-auto_vs_grid = load_script("auto_vs_grid")
 
 # seed → method → (val ECE, test ECE, test error, test ECE after TS); the test ECE of the grid point with the
 # lowest val ECE is not the lowest test ECE, so a pick made on test numbers would differ
@@ -166,7 +164,7 @@ def test_a_sweep_without_ce_is_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_bench_auto_runs_the_three_methods(tmp_path, capsys):
-    bench = load_script("bench_auto")
+    bench = auto_cost
     out = tmp_path / "cost.md"
     code = bench.main(["--regime", "mnist1d_overconfident", "--repeats", "1", "--out", str(out),
                        "--set", "schedule.epochs=2", "--set", "run.max_steps_per_epoch=3", "--set", "eval.bootstrap=0"])
