@@ -8,7 +8,7 @@ forward-mode JVP), "higher" (exact, the reference), "head" (lookahead through th
 
 import torch
 
-from .step_context import StepContext, StepResult
+from .step_context import StepContext, StepResult, Stepper
 from .gamma_net import OUTPUT_MAPS, GammaNet
 from .inner import GammaFocalInner, LearnableL2Inner, make_inner
 from .learner import BACKENDS, MetaLearner, PlainStep
@@ -30,6 +30,7 @@ __all__ = [
     "MetaLearner",
     "PlainStep",
     "StepResult",
+    "Stepper",
     "StepContext",
     "GammaFocalInner",
     "LearnableL2Inner",

@@ -126,11 +126,6 @@ class AutoScalar:
         sample / batch_size / seed / rank / world_size / average: as :class:`GapControl`.
     """
 
-    gamma_net = None
-    #: called before each update's measurement, the one point of an iteration that reads values to the host (the
-    #: trainer checks there that the steps so far stayed finite)
-    before_read: Callable[[], None] | None = None
-
     def __init__(self, model: nn.Module, loss: nn.Module, optimizer: Any, meta_val: Dataset,
                  finder: SignRootFinder, knob: str, *, steps_per_epoch: int, updates_per_epoch: int = 1,
                  sample: int | None = None, batch_size: int = 512, seed: int = 0, rank: int = 0,
@@ -145,6 +140,8 @@ class AutoScalar:
         self.knob, self.finder = knob, finder
         self.measure_model = measure_model if measure_model is not None else model
         self.iteration = 0
+        #: called before each update's measurement, the one point of an iteration that reads values to the host
+        self.before_read: Callable[[], None] | None = None
         self.measure_seconds = 0.0  # time in the updates since the last epoch_metrics() (the controller's cost)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
@@ -173,6 +170,12 @@ class AutoScalar:
 
     def checkpointables(self) -> list[Any]:
         return [self]
+
+    def per_sample_gamma(self) -> nn.Module | None:
+        return None  # one γ for every sample, in the history's auto_gamma
+
+    def set_read_check(self, check: Callable[[], None]) -> None:
+        self.before_read = check
 
     def state_dict(self) -> dict[str, Any]:
         return {"iteration": self.iteration, **self.control.state_dict()}

@@ -70,8 +70,6 @@ def check_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, n
 class PlainStep:
     """A training iteration without meta-learning: ``prepare_batch`` → forward → loss → backward → step."""
 
-    gamma_net = None
-
     def __init__(self, model: nn.Module, loss: nn.Module, optimizer: Any,
                  backward: Callable[[torch.Tensor], Any] | None = None, head: nn.Linear | None = None) -> None:
         if getattr(loss, "needs_head_params", False) and head is None:
@@ -95,6 +93,12 @@ class PlainStep:
 
     def epoch_metrics(self) -> dict[str, float]:
         return {}
+
+    def per_sample_gamma(self) -> nn.Module | None:
+        return None
+
+    def set_read_check(self, check: Callable[[], None]) -> None:
+        """Nothing is read mid-epoch."""
 
 
 class MetaLearner:
@@ -251,6 +255,12 @@ class MetaLearner:
 
     def epoch_metrics(self) -> dict[str, float]:
         return {}
+
+    def per_sample_gamma(self) -> nn.Module | None:
+        return self.gamma_net
+
+    def set_read_check(self, check: Callable[[], None]) -> None:
+        """Nothing is read mid-epoch."""
 
     def checkpointables(self) -> list[Any]:
         """Stateful objects for accelerate's ``register_for_checkpointing``, in a fixed order."""

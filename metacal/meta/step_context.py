@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -56,6 +56,30 @@ class StepResult:
     # an update of the automatic scalar (metacal.meta.auto): its new value, the gap ĝ, its SE s, the band k·s,
     # the step σ and the decision (+1 raise, −1 lower, 0 hold); None on every other iteration
     control: dict[str, float] | None = None
+
+
+@runtime_checkable
+class Stepper(Protocol):
+    """What the training loop drives, whatever the learner (:class:`metacal.meta.PlainStep`,
+    :class:`metacal.meta.MetaLearner`, :class:`metacal.meta.auto.AutoScalar`): the loop, setup and outputs use
+    these and nothing else of it."""
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
+        """One training iteration on a batch."""
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """The learner's own numbers for the epoch's history line ({} for none)."""
+
+    def checkpointables(self) -> list[Any]:
+        """Objects with state_dict/load_state_dict that a checkpoint must hold besides network and optimiser."""
+
+    def per_sample_gamma(self) -> nn.Module | None:
+        """The module that gives each sample its γ from its features (the γ-Net), which predictions record and the
+        run returns; None where γ is not per sample."""
+
+    def set_read_check(self, check: Callable[[], None]) -> None:
+        """``check`` is called before the learner reads values to the host mid-epoch (the trainer checks there that
+        the steps so far stayed finite)."""
 
 
 @dataclass

@@ -34,7 +34,7 @@ from torch.utils.data import ConcatDataset
 from metacal import objectives
 from metacal.data.loaders import InfiniteLoader
 from metacal.data.shift_suites import shifted_held_out
-from metacal.meta import META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep
+from metacal.meta import META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep, Stepper
 from metacal.meta.auto import AutoScalar, controller_from_config
 from metacal.registry import UnknownNameError
 from metacal.wording import current, speaking
@@ -181,7 +181,7 @@ def meta_batch_size(cfg: Config, meta_val_size: int, processes: int, warn: bool 
 
 
 def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module,
-               optimizer: Any, bundle: Any, steps_per_epoch: int) -> PlainStep | MetaLearner | AutoScalar:
+               optimizer: Any, bundle: Any, steps_per_epoch: int) -> Stepper:
     """The iteration of this run; ``model``/``optimizer`` are the accelerator-prepared ones."""
     raw = accelerator.unwrap_model(model)
     if not cfg.meta.enabled:
@@ -199,13 +199,13 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
                           "feature_layer makes the features another layer's output; use backend jvp or higher")
     objective = construct(f"meta.objective_params ({m.objective})", objectives.build, m.objective,
                           **m.objective_params)
-    gamma_net = None
+    net: GammaNet | None = None  # the γ-Net (meta.learner=gamma_net); the loss's coefficients otherwise
     if m.learner == "gamma_net":
-        gamma_net = construct(
+        net = construct(
             "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim),
             **{"num_heads": int(bundle.num_classes), **m.gamma_net}).to(accelerator.device)
-        shape = [gamma_net.attention, gamma_net.weight]
-        meta_params = [{"params": [gamma_net.bias]}, {"params": shape, "lr": m.lr * m.shape_lr_scale}]
+        shape = [net.attention, net.weight]
+        meta_params = [{"params": [net.bias]}, {"params": shape, "lr": m.lr * m.shape_lr_scale}]
     else:
         meta_params = [p for p in loss_fn.meta_parameters() if p.requires_grad]
         if not meta_params:
@@ -217,7 +217,7 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     meta_val = construct("meta.batch_size", InfiniteLoader, bundle.meta_val, batch,
                          seed=cfg.run.seed, rank=accelerator.process_index, world_size=n, batched=cfg.data.batched)
     return construct(
-        "meta", MetaLearner, raw, optimizer, objective, gamma_net=gamma_net, loss=loss_fn, backend=m.backend,
+        "meta", MetaLearner, raw, optimizer, objective, gamma_net=net, loss=loss_fn, backend=m.backend,
         meta_optimizer=meta_optimizer, meta_val=meta_val, ce_weight=m.ce_weight, every=m.every,
         max_grad_norm=m.max_backbone_grad_norm, max_meta_grad_norm=m.max_meta_grad_norm,
         backward=accelerator.backward, forward_model=model, horizon=m.horizon,
@@ -248,7 +248,7 @@ class Parts:
     loss_fn: nn.Module
     optimizer: Any
     scheduler: Any  # metacal.train.schedules.LRSchedule: iteration_done() / epoch_done()
-    stepper: PlainStep | MetaLearner | AutoScalar
+    stepper: Stepper
     loaders: list[Any]  # train, val, test (None without a test set)
     steps_per_epoch: int
     bundle: Any = None  # the data bundle (its input spec goes into predictor.json)

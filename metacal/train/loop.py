@@ -81,7 +81,7 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         metrics = finalize(cfg, paths, state, run.accelerator, run.tb, has_test=run.test_loader is not None)
     run.tb.close()
     run.accelerator.wait_for_everyone()
-    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.gamma_net, run.state, paths.root,
+    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.per_sample_gamma(), run.state, paths.root,
                      run.stepper)
 
 
@@ -133,8 +133,7 @@ def train_epoch(run: TrainingRun, epoch: int) -> tuple[float, dict[str, float], 
     def check() -> None:  # a logging point: read the iterations' finiteness flags
         watch.check(accelerator, where, where(state.global_step))
 
-    if hasattr(run.stepper, "before_read"):  # the automatic scalar's update reads the network's output
-        run.stepper.before_read = check
+    run.stepper.set_read_check(check)  # the automatic scalar's update reads the network's output
     with targets_in_range(run.labels_checked):
         for step, (inputs, targets) in enumerate(batches, start=skip):
             if step >= run.steps_per_epoch:
@@ -189,7 +188,7 @@ def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, f
                    epoch_gamma: torch.Tensor | None) -> None:
     """Val (and test) predictions, model selection, history, TensorBoard, the epoch's checkpoint."""
     cfg, state, accelerator, tb = run.cfg, run.state, run.accelerator, run.tb
-    gamma_net = run.stepper.gamma_net
+    gamma_net = run.stepper.per_sample_gamma()
     val = predict(run.model, run.val_loader, accelerator, gamma_net)
     run.loss_fn.update_from_validation(val.logits.to(accelerator.device), val.labels.to(accelerator.device))
     train_m.update(run.loss_fn.epoch_metrics())  # what that update set (AdaFocal: its per-bin γ)

@@ -14,7 +14,7 @@ from accelerate.utils import DataLoaderConfiguration, set_seed
 
 from metacal.atomic_io import write_text_atomic
 from metacal.distributed import sum_over_processes
-from metacal.meta import MetaLearner, PlainStep
+from metacal.meta import Stepper
 from metacal.run_layout import RunPaths
 from metacal.run_predictor import predictor_info, write_predictor
 from metacal.wording import current
@@ -42,7 +42,7 @@ class RunResult:
     gamma_net: torch.nn.Module | None
     state: TrainState
     run_dir: Path | None = None  # where config.yaml, checkpoints/, metrics.json … are
-    stepper: Any = None  # the iteration (PlainStep, MetaLearner or metacal.meta.auto.AutoScalar) with its state
+    stepper: Stepper | None = None  # the iteration (PlainStep, MetaLearner or metacal.meta.auto.AutoScalar), its state
 
 
 def make_accelerator(cfg: Config) -> Accelerator:
@@ -85,7 +85,7 @@ class TrainingRun:
     loss_fn: torch.nn.Module
     optimizer: Any
     scheduler: Any  # metacal.train.schedules.LRSchedule: iteration_done() / epoch_done()
-    stepper: PlainStep | MetaLearner
+    stepper: Stepper
     train_loader: Any
     val_loader: Any
     test_loader: Any
@@ -100,7 +100,7 @@ class TrainingRun:
         """A checkpoint of the current state (None with run.save_checkpoints=false), never of non-finite weights."""
         if not self.cfg.run.save_checkpoints:
             return None
-        modules = [self.model, self.stepper.gamma_net, self.loss_fn]
+        modules = [self.model, self.stepper.per_sample_gamma(), self.loss_fn]
         finite = all(bool(torch.isfinite(p).all()) for m in modules if m is not None for p in m.parameters())
         check_finite(self.accelerator, {"weights": torch.tensor(0.0 if finite else float("nan"))}, where)
         return save_checkpoint(self.accelerator, self.paths.checkpoints, self.state, epoch_progress,

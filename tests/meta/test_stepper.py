@@ -1,0 +1,38 @@
+"""The one contract between the training loop and a learner (metacal.meta.Stepper): every learner has it, and the
+loop needs nothing else of them."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from metacal.losses import build as build_loss
+from metacal.meta import MetaLearner, PlainStep, Stepper
+from metacal.meta.auto import AutoScalar
+from metacal.meta.root_finder import SignRootFinder
+
+
+def test_every_learner_is_a_stepper_and_none_carries_a_gamma_net_class_attribute():
+    for learner in (PlainStep, MetaLearner, AutoScalar):
+        assert issubclass(learner, Stepper), learner.__name__
+        assert "gamma_net" not in vars(learner), learner.__name__
+
+
+def test_the_read_check_runs_before_each_measurement_and_only_then():
+    torch.manual_seed(0)
+    x, y = torch.randn(120, 4), torch.randint(0, 3, (120,))
+    model, loss = nn.Sequential(nn.Linear(4, 3)), build_loss("focal", gamma=1.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    auto = AutoScalar(model, loss, opt, TensorDataset(x, y), SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=3,
+                      updates_per_epoch=1, average=lambda ts: None)
+    calls = []
+    auto.set_read_check(lambda: calls.append(auto.iteration))
+    for _ in range(7):
+        auto.step(x[:40], y[:40])
+    assert calls == [3, 6]  # before the updates at the epochs' last steps
+    assert auto.per_sample_gamma() is None
+    plain = PlainStep(model, loss, opt)
+    plain.set_read_check(lambda: calls.append("plain"))
+    plain.step(x[:40], y[:40])
+    assert calls == [3, 6] and plain.per_sample_gamma() is None and plain.epoch_metrics() == {}
