@@ -85,7 +85,8 @@ def method_of_config(config: Mapping[str, Any], name: str | None = None) -> Meth
                   learner_settings=dict(meta) if enabled else {})
 
 
-def method_of_run(config: Mapping[str, Any], metrics: Mapping[str, Any] | None, name: str | None = None) -> Method | None:
+def method_of_run(config: Mapping[str, Any], metrics: Mapping[str, Any] | None,
+                  name: str | None = None) -> Method | None:
     """A run's method: metrics.json's record, else (older runs) its config.yaml; ``name`` (the run folder's method
     name in a sweep) wins over the recorded one, since reports group runs by it."""
     record = (metrics or {}).get("method")

@@ -137,7 +137,6 @@ class AutoScalar:
         self.points = update_points(steps_per_epoch, updates_per_epoch)
         self.steps_per_epoch = steps_per_epoch
         self.plain = PlainStep(model, loss, optimizer, backward=backward, head=head)
-        self.knob, self.finder = knob, finder
         self.measure_model = measure_model if measure_model is not None else model
         self.iteration = 0
         #: called before each update's measurement, the one point of an iteration that reads values to the host
@@ -145,10 +144,10 @@ class AutoScalar:
         self.measure_seconds = 0.0  # time in the updates since the last epoch_metrics() (the controller's cost)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
-        value = self.finder.value
+        value = self.control.value
         out = self.plain.step(inputs, targets)
         self.iteration += 1
-        if self.knob == "gamma":
+        if self.control.knob == "gamma":
             out.gamma = torch.full((targets.shape[0],), value)
         if (self.iteration - 1) % self.steps_per_epoch + 1 in self.points:
             if self.before_read is not None:

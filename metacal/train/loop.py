@@ -41,6 +41,7 @@ from metacal.distributed import mean_over_processes
 from metacal.meta import StepResult
 
 from metacal.objectives._inputs import targets_in_range
+from metacal.run_layout import RunPaths
 
 from . import preemption
 from .finite_watch import FiniteWatch
@@ -49,8 +50,6 @@ from .train_state import EpochProgress, host_values
 from .config import Config
 from .epoch_eval import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, reliability_figure
-from metacal.run_layout import RunPaths
-
 from .run_dir import clear_run_dir
 from .run_summary import end_of_run_summary
 from .setup import RunResult, TrainingRun, TrainingDivergedError, make_accelerator, setup
@@ -81,8 +80,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         metrics = finalize(cfg, paths, state, run.accelerator, run.tb, has_test=run.test_loader is not None)
     run.tb.close()
     run.accelerator.wait_for_everyone()
-    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.per_sample_gamma(), run.state, paths.root,
-                     run.stepper)
+    return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.per_sample_gamma(), run.state,
+                     paths.root, run.stepper)
 
 
 def train_in_dir(cfg: Config, paths: RunPaths, accelerator: Accelerator, resume: bool, overwrite: bool,
