@@ -3,7 +3,8 @@
 
 Thin wrapper of metacal/sweep/cli.py (options and exit codes: ``--help``; installed: ``metacal-sweep``).
 
-    python scripts/sweep.py --configs configs/fashion_mnist/*.yaml --seeds 0 1 2 --out runs/sweep_fmnist --jobs 2
+    python scripts/sweep.py --base configs/fashion_mnist/base.yaml --methods ce focal3 auto_gamma \
+        --seeds 0 1 2 --out runs/sweep_fmnist --jobs 2
 """
 
 import sys

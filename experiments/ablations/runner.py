@@ -88,9 +88,11 @@ class TrainedRun:
 
 
 def config_path(setting: Setting, method: str) -> Path:
+    from metacal.train.config import config_exists, method_names
+
     path = CONFIG_ROOT / setting.config_dir / f"{method}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in (CONFIG_ROOT / setting.config_dir).glob("*.yaml") if p.stem != "base")
+    if not config_exists(path):
+        names = method_names(CONFIG_ROOT / setting.config_dir)
         raise ValueError(f"no method config {path}; available in configs/{setting.config_dir}: {', '.join(names)}")
     return path
 

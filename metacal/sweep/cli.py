@@ -4,8 +4,13 @@ A run is finished when its metrics.json says "finished": true (metacal/run_layou
 (--resume) when it has checkpoints/, restarted (--overwrite) when its directory is non-empty without
 checkpoints (it died before the first one), started otherwise.
 
-    python scripts/sweep.py --configs configs/fashion_mnist/*.yaml --seeds 0 1 2 --out runs/sweep_fmnist \
-        [--jobs N] [--set k=v ...] [--dry-run] [--train-cmd "python -m metacal.train"]
+    python scripts/sweep.py --base configs/fashion_mnist/base.yaml --methods ce focal3 auto_gamma \
+        --seeds 0 1 2 --out runs/sweep_fmnist [--jobs N] [--set k=v ...] [--dry-run] [--train-cmd "..."]
+    python scripts/sweep.py --configs my/ce.yaml my/focal.yaml ...   # files, or dataset × method pairs
+
+``--base B --methods m1 m2`` is ``--configs <B's folder>/m1.yaml <B's folder>/m2.yaml``: a pair with no file of
+its own is composed at load time from the folder's base.yaml and configs/methods/<m>.yaml
+(metacal/train/config.py, ``composed_bases``).
     metacal-sweep ...            # the same, as the installed console script
 
 Run directories: OUT/<config-stem>/seed<S>. Log: OUT/sweep_log.jsonl (one line per run with its exit code),
@@ -37,7 +42,10 @@ PROG = "python scripts/sweep.py"
 def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--configs", nargs="+", required=True, help="config YAML files (the grid's methods)")
+    ap.add_argument("--configs", nargs="+", help="config YAML files (the grid's methods)")
+    ap.add_argument("--base", help="a dataset folder's base.yaml, with --methods: each method composed on it")
+    ap.add_argument("--methods", nargs="+", metavar="NAME",
+                    help="with --base: methods of configs/methods/ (or files beside the base), e.g. ce focal3")
     ap.add_argument("--seeds", nargs="+", type=int, required=True, help="seeds, e.g. 0 1 2")
     ap.add_argument("--out", required=True, help="sweep directory; runs go to OUT/<config-stem>/seed<S>")
     ap.add_argument("--jobs", type=int, default=1,
@@ -48,6 +56,21 @@ def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Name
     ap.add_argument("--train-cmd", default=None,
                     help="trainer command (default: this interpreter + -m metacal.train); split like a shell")
     return ap.parse_args(argv)
+
+
+def grid_configs(args: argparse.Namespace) -> list[str]:
+    """The configs of the grid: ``--configs`` as given, or ``--base``'s folder × ``--methods``."""
+    if args.configs and (args.base or args.methods):
+        raise ValueError("give either --configs or --base with --methods, not both")
+    if args.configs:
+        return list(args.configs)
+    if not (args.base and args.methods):
+        raise ValueError("no configs given: pass --configs FILE [FILE ...] or --base BASE.yaml --methods NAME ...")
+    base = Path(args.base)
+    if base.name != "base.yaml" or not base.is_file():
+        raise ValueError(f"--base must be a dataset folder's base.yaml (e.g. configs/fashion_mnist/base.yaml); "
+                         f"got {args.base}")
+    return [str(base.parent / f"{name}.yaml") for name in args.methods]
 
 
 def _log_path(out: Path, outcome: RunOutcome) -> Path:
@@ -119,7 +142,7 @@ def _sweep(argv: list[str] | None, prog: str) -> int:
             raise ValueError("--train-cmd is empty")
         if args.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-        configs, bases = split_shared_bases(args.configs)
+        configs, bases = split_shared_bases(grid_configs(args))
         plan = plan_sweep(configs, args.seeds, args.out, train_cmd, args.overrides)
     except (ValueError, FileNotFoundError) as exc:
         print(f"sweep: error: {exc}", file=sys.stderr)

@@ -115,10 +115,12 @@ def plan_sweep(
         raise ValueError("no seeds given: pass --seeds S [S ...]")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"duplicate seeds in --seeds {list(seeds)}")
+    from metacal.train.config import config_exists, missing_config
+
     paths = [Path(c) for c in configs]
     for p in paths:
-        if not p.is_file():
-            raise FileNotFoundError(f"config file not found: {p}")
+        if not config_exists(p):
+            raise FileNotFoundError(missing_config(p))
     stems: dict[str, Path] = {}
     for p in paths:
         if p.stem in stems:

@@ -2,7 +2,9 @@
 
 A config file is YAML 1.2 (metacal/train/yaml_loader.py: ``5e-4`` is a float, ``no`` is text) with the sections below.
 ``base: ../base.yaml`` (a path, or a list of paths, relative to the file) names files merged underneath
-it, so per-method files share one base per dataset; a circular chain is refused. Everything merges with
+it, so per-method files share one base per dataset; a circular chain is refused. A method needs no file per
+dataset: ``configs/<dataset>/<method>.yaml`` with no file of that name is composed at load time as
+``base: [base.yaml, <configs>/methods/<method>.yaml]`` (:func:`composed_bases`). Everything merges with
 ``OmegaConf.merge``: mappings key by key, lists and scalars replaced. Dotted overrides
 (``optim.lr=0.05``, values read as YAML 1.2) are applied last. Merging into the structured
 :class:`Config` checks every key and type; any failure is one :class:`ConfigError` line naming the key
@@ -76,8 +78,52 @@ def _read_yaml(path: Path) -> DictConfig:
     return OmegaConf.create(data)
 
 
+def composed_bases(path: str | Path) -> list[Path] | None:
+    """``<folder>/<method>.yaml`` that is no file, in a folder with a ``base.yaml``, where the nearest folder above
+    holds ``methods/<method>.yaml``: ``[<folder>/base.yaml, <that>/methods/<method>.yaml]``, the two files it stands
+    for (a dataset × method pair, as if written ``base: [base.yaml, ../methods/<method>.yaml]``); else None."""
+    path = Path(path)
+    if path.is_file() or path.suffix != ".yaml" or path.stem == "base" or not (path.parent / "base.yaml").is_file():
+        return None
+    for folder in path.resolve().parent.parents:
+        method = folder / "methods" / path.name
+        if method.is_file():
+            return [path.parent / "base.yaml", method]
+        if (folder / "methods").is_dir():
+            return None
+    return None
+
+
+def config_exists(path: str | Path) -> bool:
+    """A config file, or a dataset × method pair composed at load time (:func:`composed_bases`)."""
+    return Path(path).is_file() or composed_bases(path) is not None
+
+
+def method_names(folder: str | Path) -> list[str]:
+    """The methods a dataset folder runs: its own files (base.yaml aside) and the nearest ``methods/`` above it."""
+    folder = Path(folder)
+    names = {p.stem for p in folder.glob("*.yaml") if p.stem != "base"}
+    for above in folder.resolve().parents:
+        if (above / "methods").is_dir():
+            names |= {p.stem for p in (above / "methods").glob("*.yaml")}
+            break
+    return sorted(names)
+
+
+def missing_config(path: str | Path) -> str:
+    """The one-line error for a config path that is neither a file nor a composable dataset × method pair."""
+    path = Path(path)
+    if path.suffix == ".yaml" and (path.parent / "base.yaml").is_file():
+        return f"config file not found: {path}; {unknown_name('method', path.stem, method_names(path.parent))}"
+    return f"config file not found: {path}"
+
+
 def load_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> DictConfig:
     """Read a config file and the chain of ``base:`` files beneath it, merged into one (unchecked) config."""
+    if (pair := composed_bases(path)) is not None:
+        return OmegaConf.merge(*(load_file(p, _seen) for p in pair))  # type: ignore[return-value]
+    if not Path(path).is_file():
+        raise ConfigError(missing_config(path))
     path = Path(path).resolve()
     if path in _seen:
         raise ConfigError(f"{path}: circular 'base:' chain")

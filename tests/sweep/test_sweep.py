@@ -219,3 +219,30 @@ def test_progress_bar_only_for_a_terminal(tmp_path, capsys):
     report(outcome)
     close()
     assert capsys.readouterr() == ("[1/1] ce/seed0: ok (1.5 s)\n", "")
+
+
+def test_base_and_methods_name_a_grid_over_one_dataset(tmp_path, capsys):
+    """``--base D/base.yaml --methods a b`` plans D/a.yaml and D/b.yaml, files or composed pairs; a method that
+    is neither, a --base that is no base.yaml, or both --configs and --base: one line, exit 2, nothing written."""
+    (tmp_path / "methods").mkdir()
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "base.yaml").write_text("data: {name: mnist1d}\nmodel: {name: mlp}\n")
+    (tmp_path / "methods" / "focal3.yaml").write_text("loss: {name: focal, params: {gamma: 3.0}}\n")
+    (d / "ce.yaml").write_text("loss: {name: ce}\nbase: base.yaml\n")
+    out = tmp_path / "o"
+    code = _sweep_main(["--base", str(d / "base.yaml"), "--methods", "ce", "focal3", "--seeds", "0", "1",
+                        "--out", str(out), "--dry-run"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "4 runs: 0 skip, 0 resume, 0 restart, 4 start" in printed
+    assert f"--config {d / 'focal3.yaml'} --set run.seed=1" in printed
+    for argv, message in [
+        (["--base", str(d / "base.yaml"), "--methods", "focal4"], "unknown method 'focal4'; did you mean focal3"),
+        (["--base", str(d / "ce.yaml"), "--methods", "ce"], "--base must be a dataset folder's base.yaml"),
+        (["--configs", str(d / "ce.yaml"), "--base", str(d / "base.yaml"), "--methods", "ce"], "not both"),
+        (["--methods", "ce"], "no configs given"),
+    ]:
+        assert _sweep_main([*argv, "--seeds", "0", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()

@@ -206,11 +206,43 @@ def test_auto_gamma_configs_load_on_their_dataset_base(path):
 
 
 def test_every_dataset_has_every_method_on_a_shared_base():
+    """A dataset × method pair is its base.yaml under configs/methods/<m>.yaml, from a file or composed."""
+    from metacal.train.config import composed_bases, config_exists
+
     for path in shipped_configs():
-        assert path.is_file(), path
-        if path.parent.name in DATASETS:  # dataset base + shared method file (configs/methods/<m>.yaml)
-            first = path.read_text().splitlines()[0]
-            assert first == f"base: [base.yaml, ../methods/{path.stem}.yaml]", path
+        assert config_exists(path), path
+        if path.parent.name in DATASETS:
+            if path.is_file():
+                assert path.read_text().splitlines()[0] == f"base: [base.yaml, ../methods/{path.stem}.yaml]", path
+            else:
+                assert composed_bases(path) == [path.parent / "base.yaml", CONFIGS / "methods" / path.name]
+
+
+def test_a_missing_method_file_is_composed_exactly_as_its_stub(tmp_path):
+    """configs/<d>/<m>.yaml without a file = a file holding ``base: [base.yaml, ../methods/<m>.yaml]``, down to
+    the method name recorded in run.method; a name that is neither is one line with the closest methods."""
+    (tmp_path / "methods").mkdir()
+    (tmp_path / "d").mkdir()
+    (tmp_path / "methods" / "focal3.yaml").write_text("loss: {name: focal, params: {gamma: 3.0}}\n")
+    (tmp_path / "d" / "base.yaml").write_text("data: {name: mnist1d}\nmodel: {name: mlp}\noptim: {lr: 0.05}\n")
+    composed = load_config(tmp_path / "d" / "focal3.yaml")
+    (tmp_path / "d" / "focal3.yaml").write_text("base: [base.yaml, ../methods/focal3.yaml]\n")
+    assert to_yaml(composed) == to_yaml(load_config(tmp_path / "d" / "focal3.yaml"))
+    assert (composed.loss.params, composed.optim.lr, composed.run.method) == ({"gamma": 3.0}, 0.05, "focal3")
+    with pytest.raises(ConfigError, match=r"not found: .*focal4.yaml; unknown method 'focal4'; did you mean focal3"):
+        load_config(tmp_path / "d" / "focal4.yaml")
+    (tmp_path / "e").mkdir()  # no base.yaml: nothing is composed
+    with pytest.raises(ConfigError, match=r"^config file not found: \S*focal3.yaml$"):
+        load_config(tmp_path / "e" / "focal3.yaml")
+
+
+def test_at_most_forty_one_line_stub_configs_remain():
+    """Files that only join a base to a method are kept where a user opens them (ce, auto_gamma, own data)."""
+    stubs = [p for p in CONFIGS.rglob("*.yaml")
+             if [line for line in p.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+             == [f"base: [base.yaml, {'../../' if p.parent.parent.name == 'own_data' else '../'}methods/{p.name}]"]]
+    assert 0 < len(stubs) <= 40
+    assert {p.stem for p in stubs} <= {"ce", "auto_gamma", "flgamma_sece"}
 
 
 def test_meta_lr_of_every_shipped_config_is_the_schema_default():
@@ -223,12 +255,13 @@ def test_meta_lr_of_every_shipped_config_is_the_schema_default():
 
     default = MetaConfig().lr
     assert default == 1e-4 and inspect.signature(MetaLearner).parameters["meta_lr"].default == default
-    paths = sorted(CONFIGS.glob("*/*.yaml")) + sorted(CONFIGS.glob("own_data/*/*.yaml")) + [
+    from metacal.train.config import method_names
+
+    folders = [p.parent for p in [*CONFIGS.glob("*/base.yaml"), *CONFIGS.glob("own_data/*/base.yaml")]]
+    paths = [folder / f"{m}.yaml" for folder in sorted(folders) for m in method_names(folder)] + [
         CONFIGS / "quickstart.yaml", CONFIGS / "quickstart_flgamma_sece.yaml"]
     checked = 0
     for path in paths:
-        if path.parent.name == "methods" or path.name == "README.md":
-            continue
         cfg = load_config(path)
         if "trajectory" in path.stem:
             assert cfg.meta.lr == 1e-3, path
