@@ -6,7 +6,11 @@ iteration (real SGD step + meta-parameter update) and returns a ``StepResult``; 
 forward-mode JVP), "higher" (exact, the reference), "head" (lookahead through the classifier head only).
 """
 
+from typing import Callable
+
 import torch
+
+from metacal.registry import Registry
 
 from .step_context import StepContext, StepResult, Stepper
 from .gamma_net import OUTPUT_MAPS, GammaNet
@@ -14,10 +18,12 @@ from .inner import GammaFocalInner, LearnableL2Inner, make_inner
 from .learner import BACKENDS, MetaLearner, PlainStep
 from .sgd_lookahead import lookahead_scales, step_coefficient
 
-#: ``meta.learner``: what the meta step learns — the γ-Net (FLγ-*), the loss's own meta-parameters (CE-SECE /
-#: CE-DECE) or one scalar of the loss by root-finding (:mod:`metacal.meta.auto`); metacal/train/components.py
-#: builds each.
-LEARNERS = ("gamma_net", "loss", "auto")
+#: ``meta.learner`` → the builder of that learner's :class:`Stepper`, called as
+#: ``builder(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)`` when ``meta.enabled``. Built in
+#: (metacal/train/components.py): the γ-Net (FLγ-*), the loss's own meta-parameters (CE-SECE / CE-DECE) and one
+#: scalar of the loss by root-finding (:mod:`metacal.meta.auto`). A learner of one's own is one
+#: ``@LEARNERS.register("name")`` in a module imported before the run is built.
+LEARNERS: Registry[Callable[..., Stepper]] = Registry("learner")
 #: ``meta.optimizer``: the optimiser of the meta-parameters φ, by name.
 META_OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 

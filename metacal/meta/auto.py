@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -124,6 +124,7 @@ class AutoScalar:
         knob: the name of the loss attribute, e.g. ``"gamma"``.
         steps_per_epoch / updates_per_epoch: γ is updated at :func:`update_points` of every epoch.
         sample / batch_size / seed / rank / world_size / average: as :class:`GapControl`.
+        measured_on: the names of the splits ``meta_val`` joins, for metrics.json.
     """
 
     def __init__(self, model: nn.Module, loss: nn.Module, optimizer: Any, meta_val: Dataset,
@@ -131,7 +132,9 @@ class AutoScalar:
                  sample: int | None = None, batch_size: int = 512, seed: int = 0, rank: int = 0,
                  world_size: int = 1, backward: Callable[[torch.Tensor], Any] | None = None,
                  head: nn.Linear | None = None, measure_model: nn.Module | None = None,
-                 average: Callable[[list[torch.Tensor]], None] = average_over_processes) -> None:
+                 average: Callable[[list[torch.Tensor]], None] = average_over_processes,
+                 measured_on: Sequence[str] = ()) -> None:
+        self.measured_on = tuple(measured_on)  # the split names the measured dataset joins (metrics.json says them)
         self.control = GapControl(loss, meta_val, finder, knob, sample=sample, batch_size=batch_size, seed=seed,
                                   rank=rank, world_size=world_size, average=average)
         self.points = update_points(steps_per_epoch, updates_per_epoch)
@@ -176,12 +179,37 @@ class AutoScalar:
     def set_read_check(self, check: Callable[[], None]) -> None:
         self.before_read = check
 
+    def summary(self, history: list[dict[str, Any]], selected_epoch: int) -> dict[str, Any]:
+        """metrics.json's ``"auto"`` (:func:`scalar_summary`); {} before the first update."""
+        auto = scalar_summary(history, selected_epoch, self.control.knob, self.measured_on)
+        return {} if auto is None else {"auto": auto}
+
     def state_dict(self) -> dict[str, Any]:
         return {"iteration": self.iteration, **self.control.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.iteration = int(state["iteration"])
         self.control.load_state_dict(state)
+
+
+def scalar_summary(history: list[dict[str, Any]], selected: int, knob: str,
+                   measured_on: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The automatic scalar in metrics.json, from the history lines :meth:`AutoScalar.epoch_metrics` wrote (None
+    without one): the knob's name; the value the selected epoch's network trained with, and the gap ĝ ± s measured
+    on it; the value after the last update; ``limit`` (its upper end), ``at_limit`` (whether it reached it) and
+    ``limit_epoch`` (the first epoch there); ``held`` (moves withheld because pushing had stopped changing the gap,
+    metacal/meta/root_finder.py); ``measured_on``, the splits measured."""
+    rows = [h["train"] for h in history if any(k.startswith("auto_") for k in h["train"])]
+    if not rows:
+        return None
+    at = next((h["train"] for h in history if h["epoch"] == selected), rows[-1])
+    limit = rows[-1].get("auto_max")
+    reached = [h["epoch"] for h in history if limit is not None and h["train"].get(f"auto_{knob}", -1.0) >= limit]
+    return {"knob": knob, "selected": at.get(f"auto_{knob}_trained"), "final": rows[-1][f"auto_{knob}"],
+            "gap_selected": at.get("auto_gap"), "gap_se_selected": at.get("auto_gap_se"),
+            "measure_s": sum(r.get("auto_measure_s", 0.0) for r in rows),
+            "limit": limit, "at_limit": bool(reached), "limit_epoch": reached[0] if reached else None,
+            "held": int(rows[-1].get("auto_held", 0)), "measured_on": list(measured_on)}
 
 
 #: the controller's options that belong to metacal's trainer (when and what it measures), not to a loop of one's own

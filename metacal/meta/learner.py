@@ -100,6 +100,9 @@ class PlainStep:
     def set_read_check(self, check: Callable[[], None]) -> None:
         """Nothing is read mid-epoch."""
 
+    def summary(self, history: list[dict[str, Any]], selected_epoch: int) -> dict[str, Any]:
+        return {}
+
 
 class MetaLearner:
     """Real SGD step of the backbone + one hypergradient update of the meta-parameters φ per iteration.
@@ -261,6 +264,9 @@ class MetaLearner:
 
     def set_read_check(self, check: Callable[[], None]) -> None:
         """Nothing is read mid-epoch."""
+
+    def summary(self, history: list[dict[str, Any]], selected_epoch: int) -> dict[str, Any]:
+        return {}
 
     def checkpointables(self) -> list[Any]:
         """Stateful objects for accelerate's ``register_for_checkpointing``, in a fixed order."""

@@ -81,6 +81,10 @@ class Stepper(Protocol):
         """``check`` is called before the learner reads values to the host mid-epoch (the trainer checks there that
         the steps so far stayed finite)."""
 
+    def summary(self, history: list[dict[str, Any]], selected_epoch: int) -> dict[str, Any]:
+        """The learner's own sections of metrics.json, from the run's history and its selected epoch ({} for none;
+        the automatic scalar's ``"auto"``)."""
+
 
 @dataclass
 class StepContext:

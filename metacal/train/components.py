@@ -7,7 +7,8 @@ become one ConfigError line naming the config section (:func:`construct`). Unkno
 :class:`metacal.registry.UnknownNameError` unchanged (its message names the closest valid names and where the
 full list is); missing data raises :class:`metacal.data.DataNotFoundError`.
 
-The iteration is a :class:`~metacal.meta.PlainStep`, or a meta learner for ``meta.learner``:
+The iteration is a :class:`~metacal.meta.PlainStep`, or the learner that ``meta.learner`` names in the registry
+:data:`metacal.meta.LEARNERS` (one's own too); built in:
 
 * ``gamma_net`` (FLγ-SECE / FLγ-DECE, Wang & Golebiowski 2024): per-sample γ = GammaNet(features) with
   ``num_heads`` = number of classes (their §4.1); the inner loss is the configured focal-family loss.
@@ -34,7 +35,7 @@ from torch.utils.data import ConcatDataset
 from metacal import objectives
 from metacal.data.loaders import InfiniteLoader
 from metacal.data.shift_suites import shifted_held_out
-from metacal.meta import META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep, Stepper
+from metacal.meta import LEARNERS, META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep, Stepper
 from metacal.meta.auto import AutoScalar, controller_from_config
 from metacal.registry import UnknownNameError
 from metacal.wording import current, speaking
@@ -187,9 +188,17 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     if not cfg.meta.enabled:
         head = raw.classifier if loss_fn.needs_head_params else None  # fixed learnable-L2 coefficients
         return PlainStep(model, loss_fn, optimizer, backward=accelerator.backward, head=head)
-    if cfg.meta.learner == "auto":
-        return build_auto(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
+    build = LEARNERS.get(cfg.meta.learner)  # an unknown name: one line with the closest learners
+    return build(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
 
+
+@LEARNERS.register("gamma_net")
+@LEARNERS.register("loss")
+def build_meta(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module, optimizer: Any,
+               bundle: Any, steps_per_epoch: int) -> MetaLearner:
+    """meta.learner=gamma_net (the γ-Net's parameters) or loss (the loss's own meta-parameters): a hypergradient
+    step of them after every backbone step."""
+    raw = accelerator.unwrap_model(model)
     m = cfg.meta
     if cfg.run.mixed_precision == "fp16":
         raise ConfigError("meta.enabled with run.mixed_precision=fp16 is not supported (the meta step's "
@@ -224,6 +233,7 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         horizon_decay=m.horizon_decay)
 
 
+@LEARNERS.register("auto")
 def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module, optimizer: Any,
                bundle: Any, steps_per_epoch: int) -> AutoScalar:
     """meta.learner=auto: plain steps of the loss with its confidence scalar found by root-finding."""
@@ -237,7 +247,8 @@ def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         "meta.controller", AutoScalar, model, loss_fn, optimizer, measured, finder, loss_fn.confidence_knob,
         steps_per_epoch=steps_per_epoch, updates_per_epoch=int(opts["updates_per_epoch"]), sample=opts["sample"],
         batch_size=max(1, cfg.data.eval_batch_size // n), seed=cfg.run.seed, rank=accelerator.process_index,
-        world_size=n, backward=accelerator.backward, measure_model=accelerator.unwrap_model(model))
+        world_size=n, backward=accelerator.backward, measure_model=accelerator.unwrap_model(model),
+        measured_on=opts["measure_on"])
 
 
 @dataclass
@@ -265,6 +276,8 @@ def build_parts(cfg: Config, accelerator: Accelerator, bundle: Any = None, model
                           f"batches and must be divisible by the number of processes ({n})")
     if bundle is None or model is None:
         check_buildable(cfg)
+    if cfg.meta.enabled:
+        LEARNERS.get(cfg.meta.learner)  # an unknown learner stops the run before the data is read
     bundle = build_data(cfg) if bundle is None else bundle
     model = build_model(cfg, bundle, load_checkpoint=load_checkpoint, model=model)
     loss_fn = build_loss(cfg, model, bundle.num_classes).to(accelerator.device)

@@ -27,7 +27,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from metacal.meta import LEARNERS, META_OPTIMIZERS
+from metacal.meta import META_OPTIMIZERS
 from metacal.meta.learner import BACKENDS, HORIZONS
 from metacal.metrics.bootstrap import METHODS as CI_METHODS
 from metacal.registry import unknown_name
@@ -46,12 +46,11 @@ class ConfigError(ValueError):
 
 
 # The allowed values of the keys that name a fixed choice, each list asked from the module that owns it (add a
-# schedule there and the config accepts it). Names in a registry (data, model, loss, objective) are checked by
-# the registry when the run is built (metacal/train/components.py).
+# schedule there and the config accepts it). Names in a registry (data, model, loss, objective, learner) are
+# checked by the registry when the run is built (metacal/train/components.py).
 CHOICES = {
     "meta.backend": tuple(BACKENDS),
     "meta.horizon": HORIZONS,
-    "meta.learner": LEARNERS,
     "meta.optimizer": tuple(META_OPTIMIZERS),
     "optim.name": OPTIMIZERS,
     "schedule.name": SCHEDULES,

@@ -77,7 +77,8 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
         with naming_batch_sizes(cfg, device, "evaluation", lambda: f"the end of epoch {epoch + 1}"):
             evaluate_epoch(run, epoch, t0, train_m, epoch_gamma)
     with naming_batch_sizes(cfg, device, "evaluation", lambda: "the final evaluation"):
-        metrics = finalize(cfg, paths, state, run.accelerator, run.tb, has_test=run.test_loader is not None)
+        metrics = finalize(cfg, paths, state, run.accelerator, run.tb, run.stepper,
+                           has_test=run.test_loader is not None)
     run.tb.close()
     run.accelerator.wait_for_everyone()
     return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.per_sample_gamma(), run.state,

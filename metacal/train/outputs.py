@@ -13,7 +13,7 @@ from typing import Any
 from accelerate import Accelerator
 
 from metacal.atomic_io import write_text_atomic
-from metacal.meta.auto import CONTROLLER_DEFAULTS, measured_splits
+from metacal.meta import Stepper
 from metacal.method import method_of_config
 from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_intervals
 from metacal.plots.reliability import plot_reliability
@@ -29,7 +29,7 @@ from .tb_logging import TBLogger
 
 
 def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger,
-             has_test: bool = True) -> dict[str, Any]:
+             learner: Stepper, has_test: bool = True) -> dict[str, Any]:
     """Write metrics.json (best epoch: val, test — with ``"ci"``, its bootstrap intervals, unless
     ``eval.bootstrap`` is 0 —, test after TS; ``runtime``: processes, threads, per-process batch sizes),
     reliability.png, history.json and calibration/ts_nll.pt (that TS, fitted on val, for :func:`metacal.load`).
@@ -56,9 +56,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
         result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins, ts)
     result["method"] = method_of_config(to_dict(cfg)).record()  # what report and grid pick read, not file names
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
-    if (auto := automatic_scalar(state.history, state.best_epoch)) is not None:
-        measured = measured_splits(cfg.meta.controller.get("measure_on", CONTROLLER_DEFAULTS["measure_on"]))
-        result["auto"] = {**auto, "measured_on": list(measured or ())}
+    result.update(learner.summary(state.history, state.best_epoch))  # the learner's own sections ("auto")
     result["finished"] = True  # what sweeps look for: the run reached its last epoch and wrote its outputs
     write_text_atomic(paths.history, json.dumps(state.history, indent=2))
     import matplotlib.pyplot as plt
@@ -96,23 +94,3 @@ def epoch_line(epoch: int, epochs: int, train_m: dict, val_m: dict, test_m: dict
             parts.append(f"{name} err {m['error']:.4f} nll {m['nll']:.4f} ece {m['ece']:.4f}")
     parts.append(f"{seconds:.1f}s" + (" *" if improved else ""))
     return " | ".join(parts)
-
-
-def automatic_scalar(history: list[dict[str, Any]], selected: int) -> dict[str, Any] | None:
-    """metacal.meta.auto's scalar in metrics.json (None for other methods): its name; the value the selected
-    epoch's network trained with, and the gap ĝ ± s measured on it; the value after the last update; ``limit``
-    (its upper end), ``at_limit`` (whether it reached it) and ``limit_epoch`` (the first epoch there); ``held``
-    (moves withheld because pushing had stopped changing the gap, metacal/meta/root_finder.py). :func:`finalize`
-    adds ``measured_on``, the splits the gap was measured on."""
-    rows = [h["train"] for h in history if any(k.startswith("auto_") for k in h["train"])]
-    if not rows:
-        return None
-    knob = next(k[len("auto_"):-len("_trained")] for k in rows[-1] if k.startswith("auto_") and k.endswith("_trained"))
-    at = next((h["train"] for h in history if h["epoch"] == selected), rows[-1])
-    limit = rows[-1].get("auto_max")
-    reached = [h["epoch"] for h in history if limit is not None and h["train"].get(f"auto_{knob}", -1.0) >= limit]
-    return {"knob": knob, "selected": at.get(f"auto_{knob}_trained"), "final": rows[-1][f"auto_{knob}"],
-            "gap_selected": at.get("auto_gap"), "gap_se_selected": at.get("auto_gap_se"),
-            "measure_s": sum(r.get("auto_measure_s", 0.0) for r in rows),
-            "limit": limit, "at_limit": bool(reached), "limit_epoch": reached[0] if reached else None,
-            "held": int(rows[-1].get("auto_held", 0))}

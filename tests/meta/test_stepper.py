@@ -36,3 +36,25 @@ def test_the_read_check_runs_before_each_measurement_and_only_then():
     plain.set_read_check(lambda: calls.append("plain"))
     plain.step(x[:40], y[:40])
     assert calls == [3, 6] and plain.per_sample_gamma() is None and plain.epoch_metrics() == {}
+
+
+def test_each_learner_writes_its_own_metrics_sections():
+    """metrics.json's learner sections come from the learner (Stepper.summary): the automatic scalar's "auto",
+    built from the history lines its epoch_metrics wrote; nothing for plain steps."""
+    torch.manual_seed(0)
+    x, y = torch.randn(60, 4), torch.randint(0, 3, (60,))
+    model, loss = nn.Sequential(nn.Linear(4, 3)), build_loss("focal", gamma=1.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    auto = AutoScalar(model, loss, opt, TensorDataset(x, y), SignRootFinder(1.0, 1.0), "gamma", steps_per_epoch=2,
+                      average=lambda ts: None, measured_on=("meta_val", "val"))
+    assert auto.summary([], 1) == {}  # no update yet: no record
+    history = []
+    for epoch in (1, 2):
+        auto.step(x[:30], y[:30])
+        auto.step(x[30:], y[30:])
+        history.append({"epoch": epoch, "train": {"loss": 1.0, **auto.epoch_metrics()}})
+    record = auto.summary(history, 1)["auto"]
+    assert (record["knob"], record["measured_on"]) == ("gamma", ["meta_val", "val"])
+    assert record["selected"] == history[0]["train"]["auto_gamma_trained"] == 1.0
+    assert record["final"] == history[1]["train"]["auto_gamma"] == loss.gamma
+    assert PlainStep(model, loss, opt).summary(history, 1) == {}

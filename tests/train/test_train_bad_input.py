@@ -89,6 +89,14 @@ def test_missing_data_is_one_line_and_leaves_nothing(write_config, run_cli, tmp_
     assert not (tmp_path / "run").exists()
 
 
+def test_unknown_learner_is_one_line_and_leaves_nothing(write_config, run_cli, tmp_path):
+    """meta.learner names an entry of metacal.meta.LEARNERS (one's own learners register there)."""
+    config = write_config("c", {**ONE_EPOCH, "meta": {"enabled": True, "learner": "autoo"}})
+    code, _, err = run_cli(["--config", config, "--run-dir", tmp_path / "run"])
+    one_line_error(code, err, "unknown learner 'autoo'; did you mean auto?", "available: auto, gamma_net, loss")
+    assert not (tmp_path / "run").exists()
+
+
 def test_overwrite_with_bad_input_keeps_earlier_results(finished_run, run_cli):
     config, run_dir = finished_run
     before = snapshot(run_dir)
