@@ -138,7 +138,9 @@ def aggregate(
     rows = []
     # the post-hoc fits take seconds per run: a bar on a terminal (tqdm's disable=None: off when not a TTY)
     with tqdm(total=sum(r.complete for r in runs), desc="report", unit="run", disable=None, dynamic_ncols=True) as bar:
-        for method in sorted(by_method, key=method_order):
+        specs = {m: next((r.spec for r in sorted(rs, key=lambda r: not r.complete) if r.spec is not None), None)
+                 for m, rs in by_method.items()}  # what each method trained (its record): label and row order
+        for method in sorted(by_method, key=lambda m: method_order(m, specs[m])):
             method_runs = by_method[method]
             complete = [r for r in method_runs if r.complete]
             numbers, notes = {}, []
@@ -152,7 +154,7 @@ def aggregate(
                 notes += [f"{'seed ' if r.seed is not None else ''}{name}: {note}" for note in run_notes]
                 bar.update()
             seeds = sorted(r.seed for r in complete if r.seed is not None)
-            spec = next((r.spec for r in [*complete, *method_runs] if r.spec is not None), None)
+            spec = specs[method]
             row = MethodRow(
                 method=method,
                 label=method_label(method, spec),

@@ -7,8 +7,9 @@ after temperature scaling fitted by NLL on validation, ``t_nll_mean`` its temper
 the training wall time) and ``<page>_paired.csv`` (paired differences over seeds and whether their 95%
 t-interval resolves them, :mod:`metacal.report.paired`). A page's regime is CE's: over-confident when
 temperature scaling fits CE a T > 1, under-confident when T < 1 (as :func:`metacal.report.claim.regime_sentence`).
-A method of :data:`METHODS` gets a row only when a page of the regime has it, so a method a later sweep adds
-(``auto_gamma``) appears without a code change. Reads CSVs only: no torch import.
+Which pages, rows and recommendable methods: a :class:`~metacal.report.guide_spec.GuideSpec` (a YAML file). A
+method of its rows gets a row only when a page of the regime has it, so a method a later sweep adds appears
+without a change. Reads CSVs only: no torch import.
 """
 
 from __future__ import annotations
@@ -19,25 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from metacal.report.shift_guide import SHIFT_PAGES, shift_markdown
+from metacal.report.guide_spec import GuideSpec
+from metacal.report.shift_guide import shift_markdown
 
 COMMAND = "python scripts/method_guide.py --readme README.md"
 TS = "ce+ts"  # the pseudo-method "CE + temperature scaling": CE's row, ECE after TS, same error and cost
 
-# results pages (docs/results/<stem>.csv) → the dataset name of their table columns, in column order
-PAGES: dict[str, str] = {"mnist1d_overconfident": "MNIST-1D", "fashion_mnist_overconfident": "Fashion-MNIST, MLP",
-                         "fashion_mnist_resnet_overconfident": "Fashion-MNIST, ResNet",
-                         "mnist1d": "MNIST-1D", "fashion_mnist": "Fashion-MNIST"}
-GAMMA_NET = ("flgamma_sece", "flgamma_dece", "flgamma_sece_trajectory")  # the paper's γ-Net meta-learner
-# each regime's table rows, in order (the lowest-ECE method of each page is added after CE + TS when absent)
-METHODS: dict[str, tuple[str, ...]] = {
-    "over": ("ce", TS, "dual_focal", "ls_005", "focal3", "auto_gamma", *GAMMA_NET),
-    "under": ("ce", TS, "auto_gamma", *GAMMA_NET),
-}
-# training-time methods recommended in a regime when, on every page of it, their test ECE is below CE's by a
-# resolved paired difference (the sentence names only those that pass); where CE is under-confident, CE is
-# recommended, with any method whose ECE is below CE's by a resolved difference on some page
-RECOMMEND: dict[str, tuple[str, ...]] = {"over": ("dual_focal", "ls_005", "focal3", "auto_gamma")}
 REGIME_TITLE = {"over": "When CE is over-confident", "under": "When CE is under-confident"}
 
 
@@ -92,7 +80,7 @@ def _read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def load_pages(results: str | Path, pages: Mapping[str, str] = PAGES) -> list[Page]:
+def load_pages(results: str | Path, pages: Mapping[str, str]) -> list[Page]:
     """The pages' CSVs under ``results``; a missing CSV is a FileNotFoundError naming it."""
     out = []
     for stem, name in pages.items():
@@ -123,10 +111,10 @@ def _join(items: Sequence[str], word: str = "and") -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
 
 
-def table_rows(regime: str, pages: Sequence[Page], methods: Mapping[str, Sequence[str]] = METHODS) -> list[str]:
+def table_rows(regime: str, pages: Sequence[Page], methods: Mapping[str, Sequence[str]]) -> list[str]:
     """The regime's methods in table order: those configured that a page has, plus each page's lowest-ECE
     method after CE + TS."""
-    wanted = list(methods[regime])
+    wanted = list(methods.get(regime, ("ce", TS)))
     extra = [m for m in dict.fromkeys(p.lowest_other() for p in pages) if m not in wanted]
     at = wanted.index(TS) + 1 if TS in wanted else len(wanted)
     wanted[at:at] = extra
@@ -157,7 +145,7 @@ def _on(page: Page) -> str:
     return f"on {page.name}"
 
 
-def verdict(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence[str]] = RECOMMEND) -> str:
+def verdict(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence[str]]) -> str:
     """What to use in ``regime``, by the paired differences against CE (one sentence)."""
 
     def lower(p: Page, m: str) -> bool:
@@ -181,7 +169,7 @@ def verdict(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence
     return text
 
 
-def use_sentence(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence[str]] = RECOMMEND) -> str:
+def use_sentence(regime: str, pages: Sequence[Page], recommend: Mapping[str, Sequence[str]]) -> str:
     """What to use, then the lowest-ECE method other than CE of each page against CE (paired)."""
     text = verdict(regime, pages, recommend)
     best = [f"{p.label(m)} {_on(p)} (vs CE: {_delta(p.diff('ce', m, 'ece'), 'ECE ')}; "
@@ -209,23 +197,22 @@ def gamma_sentence(pages: Sequence[Page], method: str = "flgamma_sece") -> str |
             f"{_join(parts)}, at {_join(costs)} CE's s/epoch.")
 
 
-def regime_markdown(regime: str, pages: Sequence[Page], link: str) -> list[str]:
+def regime_markdown(regime: str, pages: Sequence[Page], link: str, spec: GuideSpec) -> list[str]:
     """One regime: the line naming it (CE's TS temperature per page, with seeds), the table, two sentences."""
     sign = ">" if regime == "over" else "<"
     temps = _join([f"T = {p.temperature:.2f} on [{p.name}]({link}/{p.stem}.md) ({p.rows['ce'].get('n_runs', '?')} "
                    "seeds)" for p in pages])
     lines = [f"**{REGIME_TITLE[regime]}** — temperature scaling fits CE a T {sign} 1 on validation: {temps}.", ""]
     gamma = gamma_sentence(pages)
-    text = use_sentence(regime, pages) + (f" {gamma}" if gamma else "")
-    return lines + table_markdown(table_rows(regime, pages), pages) + ["", text, ""]
+    text = use_sentence(regime, pages, spec.recommend) + (f" {gamma}" if gamma else "")
+    return lines + table_markdown(table_rows(regime, pages, spec.rows), pages) + ["", text, ""]
 
 
-def guide_markdown(results: str | Path = "docs/results", link: str | None = None, command: str = COMMAND,
-                   pages: Mapping[str, str] = PAGES, shift_pages: Mapping[str, str] = SHIFT_PAGES) -> str:
+def guide_markdown(results: str | Path, spec: GuideSpec, link: str | None = None, command: str = COMMAND) -> str:
     """The section's body (between the markers): both regimes from the CSVs under ``results``, then the shift
     block (:mod:`metacal.report.shift_guide`); links to the pages as ``<link>/<stem>.md`` (default: ``results``
     as given)."""
-    loaded = load_pages(results, pages)
+    loaded = load_pages(results, spec.pages)
     link = (link if link is not None else Path(results).as_posix()).rstrip("/")
     performance = (Path(link).parent / "performance.md").as_posix()
     lines = [f"*Generated from the results pages' CSVs ([{link}/]({link}/)); do not edit by hand. "
@@ -244,6 +231,6 @@ def guide_markdown(results: str | Path = "docs/results", link: str | None = None
     for regime in ("over", "under"):
         group = [p for p in loaded if p.regime == regime]
         if group:
-            lines += regime_markdown(regime, group, link)
-    lines += shift_markdown(results, link, shift_pages)
+            lines += regime_markdown(regime, group, link, spec)
+    lines += shift_markdown(results, link, spec.shift_pages)
     return "\n".join(lines).rstrip("\n") + "\n"

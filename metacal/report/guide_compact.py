@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
-from metacal.report.guide import COMMAND, PAGES, REGIME_TITLE, TS, Page, load_pages, verdict
-from metacal.report.shift_guide import COMPACT_SHOWN, SHIFT_PAGES, shift_markdown
+from metacal.report.guide import COMMAND, REGIME_TITLE, TS, Page, load_pages, verdict
+from metacal.report.guide_spec import GuideSpec
+from metacal.report.shift_guide import COMPACT_SHOWN, shift_markdown
 
 # the rows of the README's tables, in order; a method no page of the regime has gets no row
 COMPACT: tuple[str, ...] = ("ce", TS, "auto_gamma", "flgamma_sece")
@@ -44,13 +45,12 @@ def compact_table(pages: Sequence[Page], methods: Sequence[str] = COMPACT) -> li
     return lines
 
 
-def compact_markdown(results: str | Path = "docs/results", link: str | None = None,
-                     full: str = "docs/method_guide.md", command: str = COMMAND,
-                     pages: Mapping[str, str] = PAGES, shift_pages: Mapping[str, str] = SHIFT_PAGES) -> str:
+def compact_markdown(results: str | Path, spec: GuideSpec, link: str | None = None,
+                     full: str = "docs/method_guide.md", command: str = COMMAND) -> str:
     """The README block's body (between the markers): the measured ranges of T, then per regime its pages'
     temperatures, the compact table and the verdict, then the shift block (:mod:`metacal.report.shift_guide`). Links: pages as ``<link>/<stem>.md``, the full guide as
     ``full``."""
-    loaded = load_pages(results, pages)
+    loaded = load_pages(results, spec.pages)
     unknown = [f"{p.stem}.csv" for p in loaded if p.regime is None]
     if unknown:
         raise ValueError(f"method guide: no TS temperature of CE (t_nll_mean) in {', '.join(unknown)}")
@@ -66,6 +66,7 @@ def compact_markdown(results: str | Path = "docs/results", link: str | None = No
             continue
         temps = ", ".join(f"T = {p.temperature:.2f} on [{p.name}]({link}/{p.stem}.md) "
                           f"({p.rows['ce'].get('n_runs', '?')} seeds)" for p in group)
-        lines += [f"**{REGIME_TITLE[regime]}** ({temps})", "", *compact_table(group), "", verdict(regime, group), ""]
-    lines += shift_markdown(results, link, shift_pages, shown=COMPACT_SHOWN)
+        lines += [f"**{REGIME_TITLE[regime]}** ({temps})", "", *compact_table(group), "",
+                  verdict(regime, group, spec.recommend), ""]
+    lines += shift_markdown(results, link, spec.shift_pages, shown=COMPACT_SHOWN)
     return "\n".join(lines).rstrip("\n") + "\n"

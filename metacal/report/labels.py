@@ -2,7 +2,8 @@
 Table 1; Wang, Feng & Zhang 2021; Karandikar et al. 2021; Lin et al. 2025).
 
 Unknown stems are shown by their method record's label ("Focal γ = 2.5", metacal/method.py) or as they are, so a
-new config never disappears from a table.
+new config never disappears from a table. The fixed-γ focal grid (configs/methods/focal2…5.yaml, a user's γ = 2.5)
+is named and ordered by its record: after Focal (γ = 1), by γ.
 """
 
 from __future__ import annotations
@@ -12,10 +13,6 @@ from metacal.method import Method
 METHOD_LABELS: dict[str, str] = {
     "ce": "CE",
     "focal": "Focal",
-    "focal2": "Focal γ = 2",
-    "focal3": "Focal γ = 3",
-    "focal4": "Focal γ = 4",
-    "focal5": "Focal γ = 5",
     "flsd53": "FLSD-53",
     "ls005": "LS-0.05",
     "ls01": "LS-0.1",
@@ -53,8 +50,13 @@ def method_label(stem: str, spec: Method | None = None) -> str:
     return spec.label if spec is not None and (spec.fixed_gamma or 0.0) > 0 else stem
 
 
-def method_order(stem: str) -> tuple[int, str]:
-    """Sort key: the papers' row order for known methods (as listed in METHOD_LABELS), then unknown stems A→Z."""
+def method_order(stem: str, spec: Method | None = None) -> tuple[int, float, str]:
+    """Sort key: the papers' row order for known methods (as listed in METHOD_LABELS), a fixed-γ focal run of
+    another name after Focal by its γ (from its record, ``spec``), then unknown stems A→Z."""
     order = list(METHOD_LABELS)
     key = STEM_ALIASES.get(stem, stem)
-    return (order.index(key), "") if key in METHOD_LABELS else (len(order), stem)
+    if key in METHOD_LABELS:
+        return order.index(key), 0.0, ""
+    if spec is not None and (gamma := spec.fixed_gamma or 0.0) > 0:
+        return order.index("focal"), gamma, stem
+    return len(order), 0.0, stem

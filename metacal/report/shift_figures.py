@@ -129,7 +129,8 @@ def sample_figures(evaluated: Sequence, suite: str, picked: Mapping[object, str]
     by_method: dict[str, list] = {}
     for e, path in zip(evaluated, paths):
         by_method.setdefault(e.run.method, []).append((e.name, load_samples(path)))
-    groups = {method_label(m): [s for _, s in runs] for m, runs in by_method.items()}
+    specs = {e.run.method: e.run.spec for e in evaluated}  # what each method trained: its label (Focal γ = 2)
+    groups = {method_label(m, specs[m]): [s for _, s in runs] for m, runs in by_method.items()}
     if picked:
         groups["Grid pick"] = [s for m, runs in by_method.items() for name, s in runs if picked.get(name) == m]
     curves = {sev: {label: c for label, samples in groups.items() if (c := pooled(samples, sev, "uncalibrated"))}

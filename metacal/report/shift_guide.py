@@ -21,9 +21,6 @@ from metacal.report.aggregate import MethodRow
 from metacal.report.paired import LEVEL, compare
 from metacal.report.shift_rows import key
 
-#: the shift pages the guide reads (CSV stem under docs/results → the regime's name)
-SHIFT_PAGES: dict[str, str] = {"shift_mnist1d_overconfident": "MNIST-1D, MLP",
-                                "shift_fashion_mnist_overconfident": "Fashion-MNIST, MLP"}
 REFERENCES = ("ce+ts", "ce+ts_perturbed")  # the post-hoc baselines every shifted row is paired with
 SEVERITY = 3  # the judged severity: the middle of the suites' five
 SHOWN = ("ce+ts", "ce+ts_perturbed", "auto_gamma", "auto_gamma_shift")  # rows always in the block, when measured
@@ -155,9 +152,10 @@ def page_block(page: ShiftPageNumbers, link: str, severity: int = SEVERITY,
     return lines + [""]
 
 
-def shift_markdown(results: str | Path, link: str, pages: Mapping[str, str] = SHIFT_PAGES,
+def shift_markdown(results: str | Path, link: str, pages: Mapping[str, str],
                    severity: int = SEVERITY, shown: Sequence[str] = SHOWN) -> list[str]:
-    """The whole block: heading, how to read it, one verdict and table per shift page (rows: the recommended
+    """The whole block for ``pages`` (CSV stem → regime name): heading, how to read it, one verdict and table per
+    shift page (rows: the recommended
     one, then ``shown``; the README's compact guide shows :data:`COMPACT_SHOWN`)."""
     if not pages:
         return []

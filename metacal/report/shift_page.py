@@ -3,6 +3,7 @@ data moves? Markdown tables, a CSV of every cell and PNG figures, from a sweep w
 ``python -m metacal.evaluate RUN --shift SUITE [--ood SET]`` (rows: :mod:`metacal.report.shift_rows`).
 
     python scripts/shift_report.py SWEEP --suite SUITE --out docs/results/NAME.md [--ood SET] [--seeds 0 1 2]
+                                   [--ood-sweep OTHER_SWEEP:SET]
                                    [--sweep-command "python scripts/sweep.py ..."] [--title TITLE]
 
 Every number on the page is computed here from the runs' files; the page starts with the commands that
@@ -29,6 +30,7 @@ from metacal.report.paired import LEVEL, compare, interval_text
 from metacal.run_layout import SWEEP_COMMAND_FILE
 from metacal.report.shift_figures import sample_figures
 from metacal.report.shift_guide import paired_csv
+from metacal.report.shift_ood import load_ood_rows, ood_sweep_commands, parse_ood_sweep, trained_classes
 from metacal.report.shift_rows import (METRICS, OOD, OOD_METRICS, OOD_SCORES, OVERS, Evaluated, ce_regime, cell,
                                        key, load, method_rows)
 
@@ -154,30 +156,35 @@ def _figures(rows: Sequence[MethodRow], severities: Sequence[int], out: Path) ->
     return made
 
 
-def commands(root: Path, suite: str, ood: str | None, sweep_command: str | None, command: str | None) -> list[str]:
-    """The block of commands that regenerate the page: sweep, evaluate loop, this report."""
+def commands(root: Path, suite: str, ood: str | None, sweep_command: str | None, command: str | None,
+             extra: Sequence[str] = ()) -> list[str]:
+    """The block of commands that regenerate the page: sweep, evaluate loop, ``extra`` (a second OOD sweep's), this
+    report."""
     if sweep_command is None and (root / SWEEP_COMMAND_FILE).is_file():
         sweep_command = (root / SWEEP_COMMAND_FILE).read_text(encoding="utf-8").strip()
     loop = (f'for r in {shlex.quote(str(root))}/*/seed*; do python -m metacal.evaluate "$r" --shift '
             f"{shlex.quote(suite)}{' --ood ' + shlex.quote(ood) if ood else ''}; done")
     return ["Regenerate this page (numbers, CSV, figures): train the sweep, evaluate every run on the shift suite, "
             "then write the page:", "", "```", sweep_command or "# sweep command not recorded (--sweep-command)",
-            loop, command or "# report command not recorded", "```", ""]
+            loop, *extra, command or "# report command not recorded", "```", ""]
 
 
 def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | None = None,
                      seeds: Sequence[int] | None = None, sweep_command: str | None = None,
                      command: str | None = None, title: str | None = None,
-                     discussion: str | Path | None = None) -> ShiftPage:
+                     discussion: str | Path | None = None, ood_sweep: str | None = None) -> ShiftPage:
     """Check every input, then write ``out`` (Markdown), ``out`` with .csv, ``<stem>_paired.csv``
     (:func:`metacal.report.shift_guide.paired_csv`, read by the method guide) and ``<stem>_*_vs_severity.png``;
-    ``discussion`` (a Markdown file: the authors' reading of the numbers) is appended as the page's Discussion."""
+    ``discussion`` (a Markdown file: the authors' reading of the numbers) is appended as the page's Discussion;
+    ``ood_sweep`` (``SWEEP:SET``) adds the OOD table of another sweep's runs (:mod:`metacal.report.shift_ood`)."""
     root, out = Path(root), Path(out)
     if out.suffix.lower() != ".md":
         raise ValueError(f"--out must name a Markdown file ending in .md, got {out}")
     if discussion is not None and not Path(discussion).is_file():
         raise FileNotFoundError(f"--discussion file not found: {discussion}")
     evaluated = load(root, suite, ood, seeds)
+    other, other_set = parse_ood_sweep(ood_sweep) if ood_sweep else (None, None)
+    other_rows = load_ood_rows(other, other_set, seeds) if other else None
     rows, picks = method_rows(evaluated)
     shift = evaluated[0].shift
     severities = [int(s) for s in shift["severities"]]
@@ -192,8 +199,8 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
                                          for seed, label in picks.items()}
     samples_made = sample_figures(evaluated, suite, picked, out)
 
-    lines = [f"# {title or f'Under shift: {root.name} ({suite})'}", "", *commands(root, suite, ood, sweep_command,
-                                                                                  command)]
+    lines = [f"# {title or f'Under shift: {root.name} ({suite})'}", "", *commands(
+        root, suite, ood, sweep_command, command, ood_sweep_commands(other, other_set) if other else ())]
     lines += [f"**{regime_line(evaluated)}**", "",
               f"Suite `{suite}`: {len(shift['families'])} families × severities {severities[1:]} (0 = the clean test "
               f"set). Perturbation TS was fitted on validation perturbed by {', '.join(fit) or 'none'}; held out: "
@@ -224,6 +231,12 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
     if ood is not None:
         lines += [f"## OOD detection: {ood} against the clean test set, in %", "", *ood_table(rows),
                   "The OOD files hold the raw and + TS columns only.", ""]
+    if other_rows is not None:
+        other_csv = out.with_name(f"{out.stem}_ood_{other_set}.csv")
+        other_csv.write_text(cells_csv(other_rows, [], other_set), encoding="utf-8")
+        lines += [f"## OOD detection: {other_set}, runs trained on classes {trained_classes(other)}, in %", "",
+                  f"Runs: `{other}`, the same methods and seeds trained on those classes only; OOD = the test images "
+                  f"of the other classes. Cells: [{other_csv.name}]({other_csv.name}).", "", *ood_table(other_rows)]
     lines += ["## Figures", ""]
     for metric, path in made.items():
         caption = f"{'Test ECE' if metric == 'ece' else 'AURC'} against severity, held-out mean, mean ± std over seeds"
@@ -254,6 +267,8 @@ def parse_args(argv: list[str], prog: str = PROG) -> argparse.Namespace:
     ap.add_argument("--suite", required=True, help="the shift suite the runs were evaluated on")
     ap.add_argument("--out", required=True, help="Markdown file to write (the CSV and PNGs go next to it)")
     ap.add_argument("--ood", default=None, metavar="SET", help="add the OOD table from shift/ood_<SET>.json")
+    ap.add_argument("--ood-sweep", default=None, metavar="SWEEP:SET", help="add the OOD table of another sweep's runs "
+                    "(e.g. trained on some classes, evaluated with --ood held_out_classes)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds to report (default: all found)")
     ap.add_argument("--sweep-command", default=None, help="the command that trained the sweep, printed on the page "
                     f"(default: SWEEP/{SWEEP_COMMAND_FILE} when present)")
@@ -272,7 +287,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     command = shlex.join([*shlex.split(prog), *argv])
     try:
         page = build_shift_page(args.root, args.suite, args.out, args.ood, args.seeds, args.sweep_command,
-                                command, args.title, args.discussion)
+                                command, args.title, args.discussion, args.ood_sweep)
     except (ValueError, FileNotFoundError) as exc:
         print(f"shift report: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -157,7 +157,7 @@ def method_rows(evaluated: Sequence[Evaluated]) -> tuple[list[MethodRow], dict[A
     for e in evaluated:
         by_method.setdefault(e.run.method, []).append(e)
     rows, raw = [], []
-    for method in sorted(by_method, key=method_order):
+    for method in sorted(by_method, key=lambda m: method_order(m, by_method[m][0].run.spec)):
         group = by_method[method]
         spec = group[0].run.spec  # what the runs trained: the grid pick reads it (metacal/method.py)
         label = method_label(method, spec)

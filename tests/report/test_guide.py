@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from metacal.report import guide, guide_cli, guide_compact, shift_guide
+from metacal.report.guide_spec import load_guide_spec
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "results"
+SPEC = load_guide_spec(REPO / "docs" / "method_guide.yaml")  # the pages and methods this repository's guide reads
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -54,7 +56,7 @@ def _pct(x: str) -> str:
 
 @pytest.fixture(scope="module")
 def section() -> str:
-    return guide.guide_markdown(RESULTS, "docs/results")
+    return guide.guide_markdown(RESULTS, SPEC, "docs/results")
 
 
 def test_every_table_number_is_the_csv_number(section):
@@ -62,7 +64,7 @@ def test_every_table_number_is_the_csv_number(section):
     assert set(blocks) == {"over", "under"}
     for regime, block in blocks.items():
         stems = _stems(block)
-        assert sorted(stems) == sorted(s for s in guide.PAGES if s.endswith("overconfident") == (regime == "over"))
+        assert sorted(stems) == sorted(s for s in SPEC.pages if s.endswith("overconfident") == (regime == "over"))
         rows = {s: {r["method"]: r for r in _csv(RESULTS / f"{s}.csv")} for s in stems}
         for s in stems:  # the regime line: CE's TS temperature and seeds, and the side of 1 it is on
             t, n = float(rows[s]["ce"]["t_nll_mean"]), rows[s]["ce"]["n_runs"]
@@ -115,10 +117,10 @@ def test_sentence_numbers_are_the_paired_csv_numbers(section):
 
 
 def test_readme_block_and_full_guide_are_up_to_date():
-    old, new = guide_cli.render_readme(REPO / "README.md", RESULTS)
+    old, new = guide_cli.render_readme(REPO / "README.md", RESULTS, SPEC)
     assert old == new, f"README.md's method guide is stale: run `{guide.COMMAND}`"
     assert f"Regenerate: `{guide.COMMAND}`" in old and "](docs/method_guide.md)" in old
-    old, new = guide_cli.render_full(REPO / "docs" / "method_guide.md", RESULTS)
+    old, new = guide_cli.render_full(REPO / "docs" / "method_guide.md", RESULTS, SPEC)
     assert old == new, f"docs/method_guide.md is stale: run `{guide.COMMAND}`"
 
 
@@ -138,18 +140,18 @@ def test_readme_compact_numbers_are_the_csv_numbers():
     """Parsed back from README.md: the T ranges, each regime's temperatures and every cell of its table."""
     block, shift = _readme_block().split(f"**{shift_guide.TITLE}**")
     assert len(block.encode()) < 3000  # compact: the full tables live in docs/method_guide.md
-    assert len(shift.encode()) < 600 + 700 * len(shift_guide.SHIFT_PAGES)  # the shift block: three rows a page
-    rows = {s: {r["method"]: r for r in _csv(RESULTS / f"{s}.csv")} for s in guide.PAGES}
+    assert len(shift.encode()) < 600 + 700 * len(SPEC.shift_pages)  # the shift block: three rows a page
+    rows = {s: {r["method"]: r for r in _csv(RESULTS / f"{s}.csv")} for s in SPEC.pages}
     temps = {s: float(r["ce"]["t_nll_mean"]) for s, r in rows.items()}
     for regime, over in (("over", True), ("under", False)):
-        group = [s for s in guide.PAGES if (temps[s] > 1) == over]
+        group = [s for s in SPEC.pages if (temps[s] > 1) == over]
         low, high = f"{min(temps[s] for s in group):.2f}", f"{max(temps[s] for s in group):.2f}"
         assert f"T = {low}–{high} on the {regime}-confident pages" in block
     blocks = _regimes(block)
     assert set(blocks) == {"over", "under"}
     for regime, part in blocks.items():
         stems = re.findall(r"\]\(docs/results/([a-z0-9_]+)\.md\)", part.split("\n\n")[0])
-        assert sorted(stems) == sorted(s for s in guide.PAGES if s.endswith("overconfident") == (regime == "over"))
+        assert sorted(stems) == sorted(s for s in SPEC.pages if s.endswith("overconfident") == (regime == "over"))
         for s in stems:
             assert f"T = {temps[s]:.2f} on [" in part and f"/{s}.md) ({rows[s]['ce']['n_runs']} seeds)" in part
         table = _table(part)
@@ -169,7 +171,7 @@ def test_readme_compact_numbers_are_the_csv_numbers():
 
 
 def test_compact_range_of_one_page_is_one_value(tmp_path):
-    pages = guide.load_pages(RESULTS)
+    pages = guide.load_pages(RESULTS, SPEC.pages)
     one = [p for p in pages if p.stem == "mnist1d"]
     assert guide_compact.temperature_range(one) == f"{one[0].temperature:.2f}"
 
@@ -177,7 +179,7 @@ def test_compact_range_of_one_page_is_one_value(tmp_path):
 def _copy_results(tmp_path: Path) -> Path:
     out = tmp_path / "results"
     out.mkdir()
-    for stem in [*guide.PAGES, *shift_guide.SHIFT_PAGES]:
+    for stem in [*SPEC.pages, *SPEC.shift_pages]:
         for name in (f"{stem}.csv", f"{stem}_paired.csv"):
             shutil.copy2(RESULTS / name, out / name)
     return out
@@ -185,12 +187,12 @@ def _copy_results(tmp_path: Path) -> Path:
 
 def test_a_method_missing_from_the_csvs_gets_no_row_and_appears_once_present(tmp_path):
     results = _copy_results(tmp_path)
-    over = [s for s in guide.PAGES if s.endswith("overconfident")]
-    assert {"auto_gamma", "focal3"} <= set(guide.METHODS["over"])
+    over = [s for s in SPEC.pages if s.endswith("overconfident")]
+    assert {"auto_gamma", "focal3"} <= set(SPEC.rows["over"])
     for stem in over:  # auto γ and focal γ = 3 taken out of every over-confident page: no row, not recommended
         rows = [r for r in _csv(results / f"{stem}.csv") if r["method"] not in ("auto_gamma", "focal3")]
         _write_csv(results / f"{stem}.csv", rows)
-    without = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    without = _regimes(guide.guide_markdown(results, SPEC, "docs/results"))["over"]
     assert "auto γ" not in without and "Focal γ = 3" not in without
     # a later sweep adds auto γ (here: a copy of dual focal's numbers) to one page: a row, "–" on the other pages
     rows = _csv(results / f"{over[0]}.csv")
@@ -200,7 +202,7 @@ def test_a_method_missing_from_the_csvs_gets_no_row_and_appears_once_present(tmp
     paired = _csv(results / f"{over[0]}_paired.csv")
     paired += [{**r, "method": "auto_gamma"} for r in paired if r["method"] == "dual_focal"]
     _write_csv(results / f"{over[0]}_paired.csv", paired)
-    block = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    block = _regimes(guide.guide_markdown(results, SPEC, "docs/results"))["over"]
     (row,) = [r for r in _table(block) if r[0] == "Focal, auto γ"]
     assert row[4:] == ["–"] * 3 * (len(over) - 1) and row[1] == _pct(next(
         r for r in _csv(results / f"{over[0]}.csv") if r["method"] == "dual_focal")["ece_mean"])
@@ -215,12 +217,14 @@ def test_markers_missing_or_misplaced_is_a_clear_error(tmp_path, capsys):
         guide_cli.replace_section(f"{guide_cli.END}\n{guide_cli.START}\n", "body\n")
     readme = tmp_path / "README.md"
     readme.write_text("# README\n")
-    assert guide_cli.main(["--readme", str(readme), "--results", str(RESULTS)]) == 2
+    argv = ["--readme", str(readme), "--results", str(RESULTS), "--pages", str(REPO / "docs" / "method_guide.yaml")]
+    assert guide_cli.main(argv) == 2
     assert "method-guide:start" in capsys.readouterr().err and readme.read_text() == "# README\n"
 
 
 def test_cli_rewrites_only_between_the_markers_and_the_full_guide_and_check_reports_stale(tmp_path):
     (tmp_path / "docs").mkdir()
+    shutil.copy2(REPO / "docs" / "method_guide.yaml", tmp_path / "docs" / "method_guide.yaml")
     shutil.copytree(_copy_results(tmp_path), tmp_path / "docs" / "results")
     readme, full = tmp_path / "README.md", tmp_path / "docs" / "method_guide.md"
     before, after = "# Title\n\nintro\n\n", "\n## Next\n\ntext\n"
@@ -232,7 +236,7 @@ def test_cli_rewrites_only_between_the_markers_and_the_full_guide_and_check_repo
     assert "](docs/results/mnist1d.md)" in text and "](docs/method_guide.md)" in text
     page = full.read_text()
     assert page.startswith(guide_cli.FULL_TITLE) and "](results/mnist1d.md)" in page
-    assert page.endswith(guide.guide_markdown(tmp_path / "docs" / "results", "results"))
+    assert page.endswith(guide.guide_markdown(tmp_path / "docs" / "results", SPEC, "results"))
     assert guide_cli.main(["--readme", str(readme), "--check"]) == 0
     full.write_text(page.replace("CE + TS", "CE+TS"))  # the full guide alone stale: --check says so
     assert guide_cli.main(["--readme", str(readme), "--check"]) == 1
@@ -240,7 +244,7 @@ def test_cli_rewrites_only_between_the_markers_and_the_full_guide_and_check_repo
 
 def test_a_training_time_method_is_recommended_only_with_a_resolved_win_over_ce_on_every_page(tmp_path):
     results = _copy_results(tmp_path)
-    over = [s for s in guide.PAGES if s.endswith("overconfident")]
+    over = [s for s in SPEC.pages if s.endswith("overconfident")]
 
     def set_dual_focal_vs_ce(stem: str, mean: str, resolved: str) -> None:
         paired = _csv(results / f"{stem}_paired.csv")
@@ -251,9 +255,32 @@ def test_a_training_time_method_is_recommended_only_with_a_resolved_win_over_ce_
 
     for stem in over:
         set_dual_focal_vs_ce(stem, "-0.01", "1")
-    block = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    block = _regimes(guide.guide_markdown(results, SPEC, "docs/results"))["over"]
     assert ("at training time, Dual focal: each lowers test ECE against CE by a resolved margin on every page."
             in block)
     set_dual_focal_vs_ce(over[-1], "-0.01", "0")  # unresolved on one page: no longer recommended
-    block = _regimes(guide.guide_markdown(results, "docs/results"))["over"]
+    block = _regimes(guide.guide_markdown(results, SPEC, "docs/results"))["over"]
     assert "at training time" not in block and "Use CE + temperature scaling" in block
+
+
+def test_the_page_list_is_a_file_and_a_bad_one_is_one_line(tmp_path, capsys):
+    """The library names no page: the guide reads docs/method_guide.yaml (or --pages); a page dropped from the
+    file leaves the guide, a broken file stops the command with one line and writes nothing."""
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# R\n{guide_cli.START}\nold\n{guide_cli.END}\n")
+    pages = tmp_path / "pages.yaml"
+    text = (REPO / "docs" / "method_guide.yaml").read_text()
+    pages.write_text(text.replace("  fashion_mnist: Fashion-MNIST\n", ""))
+    assert guide_cli.main(["--readme", str(readme), "--results", str(RESULTS), "--pages", str(pages)]) == 0
+    full = (tmp_path / "docs" / "method_guide.md").read_text()
+    assert "](../../" in full and "/fashion_mnist.md)" not in full and "/mnist1d.md)" in full
+    for broken, message in [("pages: [a]\n", "needs exactly the keys pages, shift_pages, rows, recommend"),
+                            (text.replace("rows:\n", "rows:\n  sideways: [ce]\n"), "'rows' must map regimes"),
+                            ("pages: {a: 1}\nshift_pages: {}\nrows: {}\nrecommend: {}\n", "'pages' must map")]:
+        pages.write_text(broken)
+        before = readme.read_text()
+        assert guide_cli.main(["--readme", str(readme), "--results", str(RESULTS), "--pages", str(pages)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1 and readme.read_text() == before
+    assert guide_cli.main(["--readme", str(readme), "--pages", str(tmp_path / "none.yaml")]) == 2
+    assert "no page list" in capsys.readouterr().err

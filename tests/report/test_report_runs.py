@@ -74,13 +74,12 @@ def test_find_runs_errors(tmp_path):
 
 def test_label_mapping():
     expected = {
-        "ce": "CE", "focal": "Focal", "focal3": "Focal γ = 3", "flsd53": "FLSD-53", "ls005": "LS-0.05", "ls01": "LS-0.1",
+        "ce": "CE", "focal": "Focal", "flsd53": "FLSD-53", "ls005": "LS-0.05", "ls01": "LS-0.1",
         "mixup": "Mixup", "mmce": "MMCE", "ce_dece": "CE-DECE", "ce_sece": "CE-SECE",
         "flgamma_dece": "FLγ-DECE", "flgamma_sece": "FLγ-SECE", "dual_focal": "Dual focal",
         "flgamma_sece_trajectory": "FLγ-SECE, trajectory level",
         "inverse_focal": "Inverse focal", "adafocal": "AdaFocal", "bsce_gra": "BSCE-GRA",
         "focal_savuc": "Focal+S-AvUC", "nll_sbece": "NLL+SB-ECE",
-        "focal2": "Focal γ = 2", "focal4": "Focal γ = 4", "focal5": "Focal γ = 5",
         "auto_gamma": "Focal, auto γ", "auto_ls": "LS, auto ε", "auto_dual_focal": "Dual focal, auto γ",
         "mbls": "MbLS", "auto_gamma_shift": "Focal, auto γ (shift-tuned)",
     }  # fmt: skip
@@ -90,3 +89,18 @@ def test_label_mapping():
     assert (method_label("ls_005"), method_label("ls_01")) == ("LS-0.05", "LS-0.1")  # configs/*/ls_005.yaml
     stems = ["zeta", "flgamma_sece", "ls_01", "ce", "alpha", "focal"]
     assert sorted(stems, key=method_order) == ["ce", "focal", "ls_01", "flgamma_sece", "alpha", "zeta"]
+
+
+def test_the_fixed_gamma_grid_is_named_and_ordered_by_its_record():
+    """focal2…5 (or any name) at a fixed γ: labelled "Focal γ = g" and placed after Focal by γ, from the record;
+    without a record, a name is only a name."""
+    from metacal.method import Method
+
+    specs = {"focal5": Method("focal5", "focal", {"gamma": 5.0}), "focal2": Method("focal2", "focal", {"gamma": 2}),
+             "my_focal": Method("my_focal", "focal", {"gamma": 2.5}), "flsd53": Method("flsd53", "flsd53"),
+             "zeta": Method("zeta", "focal", {"gamma": 3.0}, learner="auto")}
+    order = sorted([*specs, "ce", "focal"], key=lambda m: method_order(m, specs.get(m)))
+    assert order == ["ce", "focal", "focal2", "my_focal", "focal5", "flsd53", "zeta"]
+    assert [method_label(m, specs[m]) for m in ("focal2", "my_focal", "focal5", "zeta")] == [
+        "Focal γ = 2", "Focal γ = 2.5", "Focal γ = 5", "zeta"]
+    assert method_label("focal3") == "focal3" and method_label("focal", specs["focal2"]) == "Focal"

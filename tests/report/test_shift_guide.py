@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from metacal.report import shift_guide
+from metacal.report.guide_spec import load_guide_spec
 from metacal.report.shift_guide import ShiftPageNumbers, page_block, recommended
 from metacal.report.shift_page import main
 from tests.report.test_shift_page import HELD, SUITE, _ece, make_sweep
@@ -53,7 +54,7 @@ def test_readme_shift_block_numbers_are_the_csv_numbers():
     <stem>_paired.csv (bold exactly when resolved), and the recommended row is the lowest ECE at severity 3."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = _block(readme)
-    for stem, name in shift_guide.SHIFT_PAGES.items():
+    for stem, name in load_guide_spec(ROOT / "docs" / "method_guide.yaml").shift_pages.items():
         part = block.split(f"**[{name}](docs/results/{stem}.md)**")[1].split("\n\n**")[0]
         cells = _cells(RESULTS / f"{stem}.csv")
         paired = {(r["method"], r["reference"], r["severity"], r["metric"]): r

@@ -221,6 +221,8 @@ def test_launcher_seeds_and_under_confident(tmp_path):
     ("ood", "12 of 12 runs have no shift/ood_held_out_classes.json"),
     ("seeds", "--seeds: no run for auto_gamma seed 5"),
     ("discussion", "--discussion file not found"),
+    ("ood_sweep", "--ood-sweep must look like SWEEP:SET"),
+    ("ood_sweep_files", "--ood-sweep: 12 of 12 runs have no shift/ood_held_out_classes.json"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case, needle):
     root = tmp_path / "sweep"
@@ -232,8 +234,36 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case, needl
     out = tmp_path / "docs" / "page.md"
     argv = [str(root), "--suite", "corruption" if case == "suite" else SUITE, "--out", str(out)]
     argv += {"ood": ["--ood", "held_out_classes"], "seeds": ["--seeds", "0", "5"],
-             "discussion": ["--discussion", str(tmp_path / "none.md")]}.get(case, [])
+             "discussion": ["--discussion", str(tmp_path / "none.md")], "ood_sweep": ["--ood-sweep", str(root)],
+             "ood_sweep_files": ["--ood-sweep", f"{root}:held_out_classes"]}.get(case, [])
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
     assert not (tmp_path / "docs").exists()
+
+
+def test_a_second_sweeps_ood_table(tmp_path):
+    """--ood-sweep OTHER:SET: the OOD numbers of another sweep's runs (here: trained on classes 0–7, OOD = the held-out
+    classes), raw and + TS per method, mean ± std over seeds, with their own CSV and their commands on the page."""
+    root = make_sweep(tmp_path / "sweep", ood=False)
+    other = tmp_path / "classes"
+    for method in ("ce", "focal2"):
+        for seed in range(3):
+            run = other / method / f"seed{seed}"
+            (run / "shift").mkdir(parents=True)
+            (run / "metrics.json").write_text(json.dumps({"method": grid_spec(method).record()}))
+            (run / "config.yaml").write_text("data: {name: fashion_mnist, options: {in_classes: [0, 1, 2, 3, 4, 5, "
+                                             "6, 7]}}\nrun: {seed: %d}\n" % seed)
+            ood = {**_ood(method, seed), "set": "held_out_classes"}
+            (run / "shift" / "ood_held_out_classes.json").write_text(json.dumps({"run": str(run), "ood": ood}))
+    (other / "sweep_command.txt").write_text("python sweep classes\n")
+    out = tmp_path / "docs" / "p.md"
+    assert main([str(root), "--suite", SUITE, "--out", str(out), "--ood-sweep", f"{other}:held_out_classes"]) == 0
+    md = out.read_text()
+    assert f'python sweep classes\nfor r in {other}/*/seed*; do python -m metacal.evaluate "$r" --ood held_out_classes; done' in md
+    ood = table(md, "## OOD detection: held_out_classes, runs trained on classes [0, 1, 2, 3, 4, 5, 6, 7], in %")
+    assert list(ood) == ["CE", "CE + TS", "Focal γ = 2", "Focal γ = 2 + TS"]
+    assert ood["CE"][:2] == ["86.00 ± 1.00", "44.00 ± 1.00"] and ood["Focal γ = 2 + TS"][0] == pct(
+        [0.8 + 0.01 + o for o in OFFSET["focal2"]])
+    rows = list(csv.DictReader(out.with_name("p_ood_held_out_classes.csv").open()))
+    assert len(rows) == 4 * 4 * 4 and {r["over"] for r in rows} == {"ood_held_out_classes"}
