@@ -34,5 +34,8 @@ def test_dry_run_loads_every_config_and_lists_every_check(capsys, tmp_path, monk
     assert any("accelerate.commands.launch --num_processes 1" in line for line in lines)
     expects = [c.expect for c in todo if "SIGTERM" in c.name or "--resume" in c.name]
     assert expects == [75, 0]
-    for check in todo:  # every script and config it names exists
-        assert all((ROOT / arg).exists() for arg in check.argv if arg.endswith((".py", ".yaml")))
+    from metacal.train.config import config_exists
+
+    for check in todo:  # every script it names exists, and every config (a file, or a dataset × method pair)
+        assert all((ROOT / arg).exists() for arg in check.argv if arg.endswith(".py"))
+        assert all(config_exists(ROOT / arg) for arg in check.argv if arg.endswith(".yaml"))
