@@ -7,11 +7,11 @@ checkpoints (it died before the first one), started otherwise.
     python scripts/sweep.py --base configs/fashion_mnist/base.yaml --methods ce focal3 auto_gamma \
         --seeds 0 1 2 --out runs/sweep_fmnist [--jobs N] [--set k=v ...] [--dry-run] [--train-cmd "..."]
     python scripts/sweep.py --configs my/ce.yaml my/focal.yaml ...   # files, or dataset × method pairs
+    metacal-sweep ...            # the same, as the installed console script
 
 ``--base B --methods m1 m2`` is ``--configs <B's folder>/m1.yaml <B's folder>/m2.yaml``: a pair with no file of
 its own is composed at load time from the folder's base.yaml and configs/methods/<m>.yaml
 (metacal/train/config.py, ``composed_bases``).
-    metacal-sweep ...            # the same, as the installed console script
 
 Run directories: OUT/<config-stem>/seed<S>. Log: OUT/sweep_log.jsonl (one line per run with its exit code),
 the command itself: OUT/sweep_command.txt (the report prints it),
