@@ -40,7 +40,7 @@ def train(config: Path, run_dir: Path, overrides: list[str]) -> tuple[float, flo
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--regime", default="mnist1d_overconfident",
-                   help="a folder of configs/ with ce.yaml, focal.yaml and auto_gamma.yaml")
+                   help="a dataset folder of configs/ (its ce, focal and automatic method: files or composed)")
     p.add_argument("--auto", default="auto_gamma", help="the automatic method's config stem")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     folder = REPO_CONFIGS / args.regime
     configs = {"ce": folder / "ce.yaml", "focal": folder / "focal.yaml", "auto": folder / f"{args.auto}.yaml"}
-    missing = [str(c) for c in configs.values() if not c.is_file()]
+    from metacal.train.config import config_exists
+
+    missing = [str(c) for c in configs.values() if not config_exists(c)]  # a file, or a composed dataset × method
     if missing or args.repeats < 1:
         print(f"bench_auto: error: {'missing ' + ', '.join(missing) if missing else '--repeats must be >= 1'}",
               file=sys.stderr)
