@@ -77,6 +77,11 @@ def _read_yaml(path: Path) -> DictConfig:
     return OmegaConf.create(data)
 
 
+def methods_folder(folder: str | Path) -> Path | None:
+    """The nearest ``methods/`` folder above a dataset folder (``configs/methods`` for ``configs/<dataset>``)."""
+    return next((above / "methods" for above in Path(folder).resolve().parents if (above / "methods").is_dir()), None)
+
+
 def composed_bases(path: str | Path) -> list[Path] | None:
     """``<folder>/<method>.yaml`` that is no file, in a folder with a ``base.yaml``, where the nearest folder above
     holds ``methods/<method>.yaml``: ``[<folder>/base.yaml, <that>/methods/<method>.yaml]``, the two files it stands
@@ -84,13 +89,8 @@ def composed_bases(path: str | Path) -> list[Path] | None:
     path = Path(path)
     if path.is_file() or path.suffix != ".yaml" or path.stem == "base" or not (path.parent / "base.yaml").is_file():
         return None
-    for folder in path.resolve().parent.parents:
-        method = folder / "methods" / path.name
-        if method.is_file():
-            return [path.parent / "base.yaml", method]
-        if (folder / "methods").is_dir():
-            return None
-    return None
+    methods = methods_folder(path.parent)
+    return [path.parent / "base.yaml", methods / path.name] if methods and (methods / path.name).is_file() else None
 
 
 def config_exists(path: str | Path) -> bool:
@@ -100,12 +100,9 @@ def config_exists(path: str | Path) -> bool:
 
 def method_names(folder: str | Path) -> list[str]:
     """The methods a dataset folder runs: its own files (base.yaml aside) and the nearest ``methods/`` above it."""
-    folder = Path(folder)
-    names = {p.stem for p in folder.glob("*.yaml") if p.stem != "base"}
-    for above in folder.resolve().parents:
-        if (above / "methods").is_dir():
-            names |= {p.stem for p in (above / "methods").glob("*.yaml")}
-            break
+    names = {p.stem for p in Path(folder).glob("*.yaml") if p.stem != "base"}
+    if (methods := methods_folder(folder)) is not None:
+        names |= {p.stem for p in methods.glob("*.yaml")}
     return sorted(names)
 
 
