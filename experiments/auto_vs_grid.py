@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
               "(moves), moves in the direction opposite to the previous move (reversals), the gap the controller "
               "measured on the selected network in standard errors (0: calibrated on the measured sample; beyond ±1: "
               "outside the band), and that network's gap mean(confidence) − accuracy in points on the measured sample "
-              "(meta-val + val, or the splits meta.controller.measure_on names), on validation and on test "
+              "(meta-val + val, or the splits auto.measure_on names), on validation and on test "
               "(where the seeds share one data split, as in metacal's sweeps, a measured sample whose gap differs from "
               "the test set's pulls the scalar the same way on every seed); the updates whose move the probe withheld "
               "because pushing had stopped changing the gap (held), and the seeds whose scalar reached its upper end "

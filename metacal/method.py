@@ -20,8 +20,8 @@ NO_LEARNER = "none"  # plain training: the loss's parameters are fixed
 @dataclass(frozen=True)
 class Method:
     """``name``; ``loss`` and ``loss_params`` (the metacal.losses name and constructor arguments); ``learner``:
-    "none", or meta.learner of a run with a meta step ("gamma_net", "loss", "auto"); ``learner_settings``: that
-    run's whole meta section ({} without a learner)."""
+    "none", or the run's ``learner`` ("gamma_net", "loss", "auto", one of one's own); ``learner_settings``: the
+    section that learner reads, whole (``meta``, or ``auto`` for the automatic scalar; {} without a learner)."""
 
     name: str
     loss: str
@@ -77,12 +77,15 @@ def method_of_config(config: Mapping[str, Any], name: str | None = None) -> Meth
     if not isinstance(loss, Mapping) or "name" not in loss:
         return None
     meta = config.get("meta") if isinstance(config.get("meta"), Mapping) else {}
-    enabled = bool(meta.get("enabled", False))
+    learner = config.get("learner")
+    if "enabled" in meta:  # saved before the learner had its own key (metacal/train/renamed_keys.py)
+        learner = meta.get("learner", "gamma_net") if meta["enabled"] else None
     run = config.get("run") if isinstance(config.get("run"), Mapping) else {}
     name = name or run.get("method") or str(loss["name"])
+    section = config.get("auto") if learner == "auto" and "auto" in config else meta
     return Method(name=str(name), loss=str(loss["name"]), loss_params=dict(loss.get("params") or {}),
-                  learner=str(meta.get("learner", "gamma_net")) if enabled else NO_LEARNER,
-                  learner_settings=dict(meta) if enabled else {})
+                  learner=str(learner) if learner else NO_LEARNER,
+                  learner_settings=dict(section) if learner and isinstance(section, Mapping) else {})
 
 
 def method_of_run(config: Mapping[str, Any], metrics: Mapping[str, Any] | None,

@@ -79,10 +79,10 @@ def load_run(root: str | Path, device: str | torch.device | None = None) -> Load
     FileNotFoundError, DataNotFoundError) for a directory that is not a finished run with a checkpoint, a
     config that names data or a model from Python (:func:`metacal.fit`), or data that is not on this machine."""
     from metacal.train import components
-    from metacal.train.config import load_config
+    from metacal.train.config import load_saved_config
 
     root = check_run_dir(root)
-    cfg = load_config(root / "config.yaml")
+    cfg = load_saved_config(root / "config.yaml")
     components.check_buildable(cfg, how=f"metacal.fit(...) again; {root} cannot be rebuilt from its config")
     bundle = components.build_data(cfg)
     device = torch.device(device) if device is not None else default_device()

@@ -92,7 +92,7 @@ def test_own_loss_and_learner_run_through_sweep_report_and_grid_pick(tmp_path):
                "my_focal": {"loss": {"name": "focal", "params": {"gamma": 2.5}}},  # grid points by their record
                "focal_one": {"loss": {"name": "focal", "params": {"gamma": 1.0}}},
                "annealed": {"loss": {"name": "tempered_ce", "params": {"tau": 1.0}},
-                            "meta": {"enabled": True, "learner": "anneal_tau", "lr": 0.25}}}
+                            "learner": "anneal_tau", "meta": {"lr": 0.25}}}
     for name, part in methods.items():
         (configs / f"{name}.yaml").write_text(json.dumps({"base": "base.yaml", **part}))
     out = tmp_path / "sweep"

@@ -8,7 +8,7 @@ from metacal.losses.focal import FocalLoss
 from metacal.method import NO_LEARNER, Method, method_of_config, method_of_run
 
 
-@pytest.mark.parametrize(("loss", "params", "meta", "gamma"), [
+@pytest.mark.parametrize(("loss", "params", "extra", "gamma"), [
     ("ce", {}, {}, 0.0),
     ("ce", {"reduction": "mean"}, {}, 0.0),
     ("focal", {"gamma": 2.5}, {}, 2.5),
@@ -19,12 +19,16 @@ from metacal.method import NO_LEARNER, Method, method_of_config, method_of_run
     ("focal", {"gamma": 2.0, "alpha": 0.25}, {}, None),  # another parameter: not the plain focal grid
     ("ce", {"label_smoothing": 0.05}, {}, None),
     ("dual_focal", {"gamma": 2.0}, {}, None),
-    ("focal", {"gamma": 1.0}, {"enabled": True, "learner": "auto"}, None),  # γ steered by a learner
-    ("ce", {}, {"enabled": True, "learner": "loss"}, None),  # CE-DECE
-    ("focal", {"gamma": 2.0}, {"enabled": False, "learner": "auto"}, 2.0),  # a learner that is off does not count
+    ("focal", {"gamma": 1.0}, {"learner": "auto"}, None),  # γ steered by a learner
+    ("ce", {}, {"learner": "loss"}, None),  # CE-DECE
+    ("focal", {"gamma": 2.0}, {"learner": None}, 2.0),
+    # config.yaml saved before the learner had its own key: meta.enabled and meta.learner
+    ("focal", {"gamma": 1.0}, {"meta": {"enabled": True, "learner": "auto"}}, None),
+    ("ce", {}, {"meta": {"enabled": True, "learner": "loss"}}, None),
+    ("focal", {"gamma": 2.0}, {"meta": {"enabled": False, "learner": "auto"}}, 2.0),  # a learner that is off
 ])
-def test_fixed_gamma_from_the_config(loss, params, meta, gamma):
-    method = method_of_config({"loss": {"name": loss, "params": params}, "meta": meta}, name="x")
+def test_fixed_gamma_from_the_config(loss, params, extra, gamma):
+    method = method_of_config({"loss": {"name": loss, "params": params}, **extra}, name="x")
     assert method.fixed_gamma == gamma
 
 
@@ -35,14 +39,17 @@ def test_labels_say_the_gamma():
 
 
 def test_record_round_trip_and_learner_settings():
-    config = {"loss": {"name": "focal", "params": {"gamma": 1.0}},
-              "meta": {"enabled": True, "learner": "auto", "lr": 1.0, "controller": {"probe": 2.0}},
+    """The record holds the section the learner reads: ``auto`` for the automatic scalar, ``meta`` otherwise."""
+    config = {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "learner": "auto",
+              "meta": {"lr": 1e-4, "gamma_net": {"tau": 0.01}}, "auto": {"first_step": 1.0, "probe": 2.0},
               "run": {"method": "auto_gamma"}}
     method = method_of_config(config)
     record = method.record()
     assert record == {"name": "auto_gamma", "loss": {"name": "focal", "params": {"gamma": 1.0}},
-                      "learner": {"name": "auto", "settings": config["meta"]}}
+                      "learner": {"name": "auto", "settings": config["auto"]}}
     assert Method.from_record(record) == method
+    gamma_net = method_of_config({**config, "learner": "gamma_net"}).record()
+    assert gamma_net["learner"] == {"name": "gamma_net", "settings": config["meta"]}
     plain = method_of_config({"loss": {"name": "ce"}}).record()
     assert plain == {"name": "ce", "loss": {"name": "ce", "params": {}}, "learner": {"name": NO_LEARNER}}
 

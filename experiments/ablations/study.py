@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from metacal.registry import Registry
+from metacal.train.schema import learner_section
 
 from .page import Column, PageResult, Section, Table
 from .runner import Setting, TrainedRun, Variant, gaussian_mixture_setting, train_variant
@@ -39,6 +40,7 @@ def test_row(run: TrainedRun) -> dict[str, Any]:
     """Test numbers of the selected (best validation) epoch from metrics.json, plus TS and timing."""
     test = run.metrics.get("test") or {}
     ts = run.metrics.get("test_after_ts") or {}
+    meta = run.cfg.meta if run.cfg is not None and learner_section(run.cfg.learner) == "meta" else None
     return {"variant": run.key, "method": run.method, "epoch": run.metrics.get("epoch"),
             "error": test.get("error"), "nll": test.get("nll"), "ece": test.get("ece"), "sece": test.get("sece"),
             "smece": test.get("smece"), "ece_after_ts": ts.get("ece"), "temperature": ts.get("temperature"),
@@ -46,8 +48,8 @@ def test_row(run: TrainedRun) -> dict[str, Any]:
             "s_per_epoch": run.seconds_per_epoch(),
             "num_heads": getattr(run.gamma_net, "num_heads", None), "gamma_output": getattr(run.gamma_net, "output", None),
             "gamma_tau": getattr(run.gamma_net, "tau", None),
-            "meta_objective": run.cfg.meta.objective if run.cfg is not None and run.cfg.meta.enabled else None,
-            "meta_backend": run.cfg.meta.backend if run.cfg is not None and run.cfg.meta.enabled else None}
+            "meta_objective": meta.objective if meta is not None else None,
+            "meta_backend": meta.backend if meta is not None else None}
 
 
 TEST_COLUMNS = [Column("error", "Error (%)", 100, 2), Column("nll", "NLL", 1, 3), Column("ece", "ECE-15 (%)", 100, 2),

@@ -199,7 +199,7 @@ def default_suite(bundle: DataBundle) -> str:
 
 def shifted_held_out(bundle: DataBundle, split: str, seed: int) -> torch.utils.data.TensorDataset:
     """``split`` (meta_val or val) perturbed at mixed severities of its dataset's suite's fit families
-    (:func:`perturbed_split`), as a dataset: what ``meta.controller.measure_on: [meta_val_shifted]`` measures, the
+    (:func:`perturbed_split`), as a dataset: what ``auto.measure_on: [meta_val_shifted]`` measures, the
     training-time analogue of perturbation temperature scaling. The held-out families stay unseen."""
     return torch.utils.data.TensorDataset(*perturbed_split(bundle, default_suite(bundle), split, seed))
 

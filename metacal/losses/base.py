@@ -39,7 +39,7 @@ class Loss(nn.Module):
     per_sample_gamma: bool = False
     needs_head_params: bool = False
     #: the float attribute whose increase lowers the trained network's confidence, and its range: what the
-    #: automatic scalar (metacal/meta/auto.py, ``meta.learner: auto``) sets; None: the loss has none
+    #: automatic scalar (metacal/meta/auto.py, ``learner: auto``) sets; None: the loss has none
     confidence_knob: str | None = None
     knob_range: tuple[float, float] = (0.0, float("inf"))
 

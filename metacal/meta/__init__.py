@@ -18,8 +18,9 @@ from .inner import GammaFocalInner, LearnableL2Inner, make_inner
 from .learner import BACKENDS, MetaLearner, PlainStep
 from .sgd_lookahead import lookahead_scales, step_coefficient
 
-#: ``meta.learner`` → the builder of that learner's :class:`Stepper`, called as
-#: ``builder(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)`` when ``meta.enabled``. Built in
+#: the config key ``learner`` → the builder of that learner's :class:`Stepper`, called as
+#: ``builder(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)``; it reads its own section
+#: (``meta``, or ``auto`` for the automatic scalar: metacal.train.schema.learner_section). Built in
 #: (metacal/train/components.py): the γ-Net (FLγ-*), the loss's own meta-parameters (CE-SECE / CE-DECE) and one
 #: scalar of the loss by root-finding (:mod:`metacal.meta.auto`). A learner of one's own is one
 #: ``@LEARNERS.register("name")`` in a module imported before the run is built.

@@ -23,9 +23,9 @@ batch its one-step sign is a coin flip, and without that noise its greedy object
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
+from dataclasses import dataclass, field, fields
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -39,64 +39,73 @@ from .gap_control import GapControl
 from .root_finder import SignRootFinder
 
 
-#: ``meta.controller``'s keys and defaults (the ``meta`` config section of ``meta.learner: auto``): the band k in
-#: standard errors, the step's grow and shrink factors, ``confirm`` (agreeing signs in a row that move the scalar),
-#: ``reconfirm`` (after a move, wait for ``confirm`` new agreeing signs), ``probe`` (how many first steps a run of
-#: moves may push the scalar without changing the gap before further pushes are withheld; None: never), ``max`` the
-#: scalar's upper end (None: the loss's own, 1 for label-smoothing ε, capped at 10 where the loss has none, focal γ), ``updates_per_epoch``,
-#: ``sample`` (samples per measurement; None: all) and ``measure_on`` (the held-out splits measured together:
-#: meta_val, val or both, and their shifted copies meta_val_shifted, val_shifted). ``meta.lr`` is the first step,
-#: ``meta.gamma_net.init_gamma`` the start.
-CONTROLLER_DEFAULTS: dict[str, Any] = {"band": 1.0, "grow": 1.2, "shrink": 0.5, "confirm": 2, "reconfirm": False,
-                                       "probe": 2.0, "max": None, "updates_per_epoch": 1, "sample": None,
-                                       "measure_on": ["meta_val", "val"]}
-#: the splits ``meta.controller.measure_on`` may name: the held-out splits, and each perturbed at mixed severities of
+@dataclass
+class AutoSettings:
+    """The config section ``auto`` (``learner: auto``), and the options of :func:`auto_gamma`; every default is here.
+
+    ``start``: the scalar's first value (None: the loss's own, e.g. ``loss.params.gamma``); ``first_step``: its
+    first move; ``band``: k, the band ±k·s in standard errors inside which it holds; ``grow`` / ``shrink``: the
+    step's factor on a repeated sign / on a sign flip; ``confirm``: agreeing signs in a row that move it;
+    ``reconfirm``: after a move, wait for ``confirm`` new agreeing signs; ``probe``: how many first steps a run of
+    moves may push it without changing the gap before further pushes are withheld (None: never); ``max``: its upper
+    end (None: the loss's own, 1 for label-smoothing ε, capped at 10 where the loss has none, focal γ);
+    ``updates_per_epoch``; ``sample``: held-out samples per measurement (None: all); ``measure_on``: the held-out
+    splits measured together, some of :data:`MEASURABLE`.
+    """
+
+    start: Optional[float] = None
+    first_step: float = 1.0
+    band: float = 1.0
+    grow: float = 1.2
+    shrink: float = 0.5
+    confirm: int = 2
+    reconfirm: bool = False
+    probe: Optional[float] = 2.0
+    max: Optional[float] = None
+    updates_per_epoch: int = 1
+    sample: Optional[int] = None
+    measure_on: List[str] = field(default_factory=lambda: ["meta_val", "val"])
+
+
+#: the splits ``auto.measure_on`` may name: the held-out splits, and each perturbed at mixed severities of
 #: its dataset's shift suite's fit families (metacal.data.shift_suites.shifted_held_out; docs/conventions.md#shift)
 MEASURABLE = ("meta_val", "val", "meta_val_shifted", "val_shifted")
 
 
-def controller_from_config(meta: Any, loss: nn.Module, loss_name: str) -> tuple[SignRootFinder, dict[str, Any]]:
-    """The root finder of the ``meta`` config section for ``loss``'s confidence scalar, and the controller's
-    options (:data:`CONTROLLER_DEFAULTS` under ``meta.controller``, ``measure_on`` as a tuple of split names); a
-    bad setting is a one-line ValueError naming its config key."""
+def build_finder(settings: AutoSettings, loss: nn.Module, loss_name: str
+                           ) -> tuple[SignRootFinder, tuple[str, ...]]:
+    """The root finder the ``auto`` section gives ``loss``'s confidence scalar, and ``measure_on`` as a tuple of
+    split names; a bad setting is a one-line ValueError naming its config key."""
     knob = getattr(loss, "confidence_knob", None)
     if knob is None or not isinstance(getattr(loss, knob, None), float):
-        raise ValueError("meta.learner=auto sets one scalar of the loss that lowers confidence (focal or dual_focal "
+        raise ValueError("learner auto sets one scalar of the loss that lowers confidence (focal or dual_focal "
                          f"γ, label_smoothing ε); loss '{loss_name}' has none (or a per-class γ)")
-    given: Mapping[str, Any] = meta.controller
-    unknown = sorted(set(given) - set(CONTROLLER_DEFAULTS))
-    if unknown:
-        raise ValueError(f"meta.controller has no key(s) {', '.join(unknown)}; valid: {', '.join(CONTROLLER_DEFAULTS)}")
-    opts = {**CONTROLLER_DEFAULTS, **given}
+    s = settings
     lo, hi = loss.knob_range
-    top = float(opts["max"]) if opts["max"] is not None else min(hi, 10.0)
-    start = float(meta.gamma_net.get("init_gamma", getattr(loss, knob)))
+    top = float(s.max) if s.max is not None else min(hi, 10.0)
+    start = float(s.start) if s.start is not None else float(getattr(loss, knob))
     checks = [
-        (meta.lr > 0, f"meta.lr (the first step of the automatic {knob}) must be > 0; got {meta.lr}"),
-        (lo < top <= hi, f"meta.controller.max must be in ({lo}, {hi}] for {knob}; got {top}"),
-        (lo <= start <= top, f"meta.gamma_net.init_gamma (the start of {knob}, {start}) must be in "
-                             f"[{lo}, meta.controller.max = {top}]"),
-        (opts["sample"] is None or (isinstance(opts["sample"], int) and not isinstance(opts["sample"], bool)),
-         f"meta.controller.sample must be a whole number of held-out samples or null (all); got {opts['sample']!r}"),
-        (measured_splits(opts["measure_on"]) is not None,
-         f"meta.controller.measure_on must list some of {', '.join(MEASURABLE)}, each once; "
-         f"got {opts['measure_on']!r}"),
+        (s.first_step > 0, f"auto.first_step (the first step of the automatic {knob}) must be > 0; got {s.first_step}"),
+        (lo < top <= hi, f"auto.max must be in ({lo}, {hi}] for {knob}; got {top}"),
+        (lo <= start <= top, f"auto.start (the start of {knob}, {start}) must be in [{lo}, auto.max = {top}]"),
+        (s.sample is None or (isinstance(s.sample, int) and not isinstance(s.sample, bool)),
+         f"auto.sample must be a whole number of held-out samples or null (all); got {s.sample!r}"),
+        (measured_splits(s.measure_on) is not None,
+         f"auto.measure_on must list some of {', '.join(MEASURABLE)}, each once; got {s.measure_on!r}"),
     ]
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
-    opts["measure_on"] = measured_splits(opts["measure_on"])
     try:
-        finder = SignRootFinder(start, float(meta.lr), lo, top, band=float(opts["band"]), grow=float(opts["grow"]),
-                                shrink=float(opts["shrink"]), confirm=opts["confirm"],
-                                reconfirm=opts["reconfirm"], probe=opts["probe"])
+        finder = SignRootFinder(start, float(s.first_step), lo, top, band=float(s.band), grow=float(s.grow),
+                                shrink=float(s.shrink), confirm=s.confirm, reconfirm=s.reconfirm, probe=s.probe)
     except ValueError as err:
-        raise ValueError(f"meta.controller: {err}") from None
-    return finder, opts
+        raise ValueError(f"auto: {err}") from None
+    return finder, measured_splits(s.measure_on)
 
 
 def measured_splits(value: Any) -> tuple[str, ...] | None:
-    """``meta.controller.measure_on`` as a tuple of split names, or None when it is not some of :data:`MEASURABLE`,
+    """``auto.measure_on`` as a tuple of split names, or None when it is not some of :data:`MEASURABLE`,
     each once."""
     names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, Iterable) else ()
     ok = 0 < len(names) == len(set(names)) and all(isinstance(n, str) and n in MEASURABLE for n in names)
@@ -118,7 +127,7 @@ class AutoScalar:
     Args:
         model / loss / optimizer / backward / head: as :class:`metacal.meta.PlainStep` (``model`` unwrapped
             or DDP; the gap is measured through ``measure_model``, default ``model``).
-        meta_val: the measured dataset: meta-validation, or the splits of ``meta.controller.measure_on`` joined
+        meta_val: the measured dataset: meta-validation, or the splits of ``auto.measure_on`` joined
             (this process measures its share of ``sample`` samples).
         finder: the root finder; its value is written into ``loss.<knob>`` now and after every update.
         knob: the name of the loss attribute, e.g. ``"gamma"``.
@@ -212,34 +221,29 @@ def scalar_summary(history: list[dict[str, Any]], selected: int, knob: str,
             "held": int(rows[-1].get("auto_held", 0)), "measured_on": list(measured_on)}
 
 
-#: the controller's options that belong to metacal's trainer (when and what it measures), not to a loop of one's own
+#: the options of :class:`AutoSettings` that belong to metacal's trainer (when and what it measures), not to a loop of
+#: one's own
 TRAINER_ONLY = ("updates_per_epoch", "measure_on")
-#: config keys → the argument names of :func:`auto_gamma`, in its error messages
-_ARGUMENT_NAMES = (("meta.gamma_net.init_gamma", "start"), ("meta.lr", "first_step"), ("meta.controller.", ""),
-                   ("meta.controller", "auto_gamma"), ("meta.learner=auto", "auto_gamma"))
 
 
-def auto_gamma(loss: nn.Module, held_out: Dataset, *, first_step: float = 1.0, start: float | None = None,
-               batch_size: int = 512, seed: int = 0, **controller: Any) -> GapControl:
+def auto_gamma(loss: nn.Module, held_out: Dataset, *, batch_size: int = 512, seed: int = 0,
+               **settings: Any) -> GapControl:
     """The automatic γ for a training loop of one's own: a :class:`GapControl` that owns ``loss``'s confidence
     scalar (focal γ, label-smoothing ε) from now on; call its ``update(model)`` once per epoch.
 
-    ``first_step`` and ``start`` are what ``meta.lr`` and ``meta.gamma_net.init_gamma`` are to the trainer (default
-    start: the loss's own value); ``controller`` takes ``meta.controller``'s keys other than ``updates_per_epoch``
-    and ``measure_on`` (the loop decides when to call and what ``held_out`` is), with its defaults
-    (:data:`CONTROLLER_DEFAULTS`). A bad value is a one-line ValueError naming the argument."""
-    given = sorted(set(controller) & set(TRAINER_ONLY))
-    if given:
+    ``settings`` are the ``auto`` section's keys (:class:`AutoSettings`, with its defaults: ``start``, ``first_step``,
+    ``band``, ``sample`` …) other than ``updates_per_epoch`` and ``measure_on`` (the loop decides when to call and
+    what ``held_out`` is). A bad value is a one-line ValueError naming the argument."""
+    valid = [f.name for f in fields(AutoSettings) if f.name not in TRAINER_ONLY]
+    if given := sorted(set(settings) & set(TRAINER_ONLY)):
         raise ValueError(f"auto_gamma: {', '.join(given)} belong to metacal's trainer; in your own loop call "
                          "update(model) when you want an update, and pass the data to measure as held_out")
-    gamma_net = {} if start is None else {"init_gamma": start}
-    meta = SimpleNamespace(lr=first_step, gamma_net=gamma_net, controller=controller)
+    if unknown := sorted(set(settings) - set(valid)):
+        raise ValueError(f"auto_gamma has no option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
     try:
-        finder, opts = controller_from_config(meta, loss, type(loss).__name__)
-        return GapControl(loss, held_out, finder, loss.confidence_knob, sample=opts["sample"],
-                          batch_size=batch_size, seed=seed)
+        finder, _ = build_finder(AutoSettings(**settings), loss, type(loss).__name__)
     except ValueError as err:
-        message = str(err)
-        for key, name in _ARGUMENT_NAMES:
-            message = message.replace(key, name)
-        raise ValueError(message) from None
+        message = str(err).replace("learner auto", "auto_gamma").replace("auto: ", "auto_gamma: ")
+        raise ValueError(message.replace("auto.", "")) from None
+    return GapControl(loss, held_out, finder, loss.confidence_knob, sample=settings.get("sample"),
+                      batch_size=batch_size, seed=seed)

@@ -4,7 +4,7 @@ Once per update, one forward pass in eval mode over a fixed seeded sample of hel
 calibration gap ĝ = mean_i (max_c p_ic − 1[argmax_c p_ic = y_i]) and its standard error s; the loss's
 confidence scalar (focal γ, label-smoothing ε: :attr:`metacal.losses.base.Loss.confidence_knob`) then moves by
 the sign rule of :class:`metacal.meta.root_finder.SignRootFinder`, and is written into the loss. The trainer's
-``meta.learner: auto`` (:class:`metacal.meta.auto.AutoScalar`) calls :meth:`GapControl.update` at its update
+``learner: auto`` (:class:`metacal.meta.auto.AutoScalar`) calls :meth:`GapControl.update` at its update
 points; in a loop of one's own, call it once per epoch (README, "Your own training loop"):
 
     loss_fn = metacal.losses.build("focal", gamma=1.0)

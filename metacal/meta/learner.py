@@ -157,7 +157,7 @@ class MetaLearner:
             raise ValueError(unknown_name("meta horizon", horizon, HORIZONS))
         if horizon == "trajectory" and gamma_net is None:
             raise ValueError("horizon 'trajectory' learns the γ-Net's bias: it needs a γ-Net (gamma_net=; in a config, "
-                             "meta.learner=gamma_net)")
+                             "learner: gamma_net)")
         if backend not in BACKENDS:
             raise ValueError(unknown_name("meta backend", backend, sorted(BACKENDS)))
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:

@@ -19,10 +19,11 @@ import yaml
 from metacal.wording import current
 
 from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest, no_checkpoint_message
-from .config import Config, ConfigError, build_config, flatten, to_dict
+from .config import Config, ConfigError, build_config, flatten, learner_section, to_dict
+from .renamed_keys import upgrade_saved
 
 FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "model.freeze", "loss.name",
-         "loss.params", "meta.enabled", "meta.learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size",
+         "loss.params", "learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size", "auto.start",
          "optim.name", "optim.backbone_lr_scale", "schedule.name", "run.seed", "run.mixed_precision")
 FIXED_MID_EPOCH = ("data.batch_size", "run.max_steps_per_epoch")
 
@@ -38,18 +39,16 @@ def parse_saved_config(text: str, where: str) -> Config:
     """The config a checkpoint was made with."""
     try:
         data = yaml.safe_load(text)
-        return build_config(data if isinstance(data, dict) else {})
+        return build_config(upgrade_saved(data if isinstance(data, dict) else {}))
     except (yaml.YAMLError, ConfigError) as err:
         raise CheckpointError(f"the config saved in {where} is unreadable ({' '.join(str(err).split())})") from None
 
 
 def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) -> None:
     """Raise :class:`CheckpointError` if ``cfg`` cannot continue a checkpoint made with ``saved``."""
-    if not saved.meta.enabled:  # meta.* other than `enabled` are unused without meta-learning
-        keys = tuple(k for k in FIXED if not k.startswith("meta.") or k == "meta.enabled")
-    else:
-        keys = FIXED
-    if saved.meta.learner != "gamma_net" and saved.meta.enabled:
+    reads = learner_section(saved.learner)  # a learner's section is unused by the other learners
+    keys = tuple(k for k in FIXED if k.partition(".")[0] not in ("meta", "auto") or k.partition(".")[0] == reads)
+    if saved.learner != "gamma_net":
         keys = tuple(k for k in keys if k != "meta.gamma_net")
     if mid_epoch:
         keys = keys + FIXED_MID_EPOCH

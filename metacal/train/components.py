@@ -7,14 +7,14 @@ become one ConfigError line naming the config section (:func:`construct`). Unkno
 :class:`metacal.registry.UnknownNameError` unchanged (its message names the closest valid names and where the
 full list is); missing data raises :class:`metacal.data.DataNotFoundError`.
 
-The iteration is a :class:`~metacal.meta.PlainStep`, or the learner that ``meta.learner`` names in the registry
+The iteration is a :class:`~metacal.meta.PlainStep`, or the learner that ``learner`` names in the registry
 :data:`metacal.meta.LEARNERS` (one's own too); built in:
 
 * ``gamma_net`` (FLγ-SECE / FLγ-DECE, Wang & Golebiowski 2024): per-sample γ = GammaNet(features) with
   ``num_heads`` = number of classes (their §4.1); the inner loss is the configured focal-family loss.
 * ``loss`` (CE-SECE / CE-DECE, Bohdal et al. 2023): the loss's own ``meta_parameters()`` (``ce_learnable_l2``).
-* ``auto``: one scalar of the loss set by root-finding on the meta-val calibration gap (:mod:`metacal.meta.auto`,
-  which also owns ``meta.controller``'s keys).
+* ``auto``: one scalar of the loss set by root-finding on the held-out calibration gap (:mod:`metacal.meta.auto`,
+  which also owns its section ``auto``, :class:`~metacal.meta.auto.AutoSettings`).
 
 The meta objective is ``metacal.objectives.build(meta.objective, **meta.objective_params)`` on a stream of
 meta-validation batches (each process reads its own slice of the global batch); a meta-val split smaller than
@@ -36,7 +36,7 @@ from metacal import objectives
 from metacal.data.loaders import InfiniteLoader
 from metacal.data.shift_suites import shifted_held_out
 from metacal.meta import LEARNERS, META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep, Stepper
-from metacal.meta.auto import AutoScalar, controller_from_config
+from metacal.meta.auto import AutoScalar, build_finder
 from metacal.registry import UnknownNameError
 from metacal.wording import current, speaking
 
@@ -121,8 +121,8 @@ def build_loss(cfg: Config, model: nn.Module, num_classes: int) -> nn.Module:
         head = model.classifier
         params.setdefault("weight_shape", tuple(head.weight.shape))
         params.setdefault("bias", head.bias is not None)
-    if cfg.meta.enabled:
-        params.setdefault("reduction", "none")  # the meta step weights/averages per-sample losses itself
+    if cfg.learner is not None:
+        params.setdefault("reduction", "none")  # the learner's step weights/averages per-sample losses itself
     return construct(f"loss.params ({cfg.loss.name})", losses.build, cfg.loss.name, **params)
 
 
@@ -185,10 +185,10 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
                optimizer: Any, bundle: Any, steps_per_epoch: int) -> Stepper:
     """The iteration of this run; ``model``/``optimizer`` are the accelerator-prepared ones."""
     raw = accelerator.unwrap_model(model)
-    if not cfg.meta.enabled:
+    if cfg.learner is None:
         head = raw.classifier if loss_fn.needs_head_params else None  # fixed learnable-L2 coefficients
         return PlainStep(model, loss_fn, optimizer, backward=accelerator.backward, head=head)
-    build = LEARNERS.get(cfg.meta.learner)  # an unknown name: one line with the closest learners
+    build = LEARNERS.get(cfg.learner)  # an unknown name: one line with the closest learners
     return build(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
 
 
@@ -196,20 +196,20 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
 @LEARNERS.register("loss")
 def build_meta(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module, optimizer: Any,
                bundle: Any, steps_per_epoch: int) -> MetaLearner:
-    """meta.learner=gamma_net (the γ-Net's parameters) or loss (the loss's own meta-parameters): a hypergradient
+    """learner gamma_net (the γ-Net's parameters) or loss (the loss's own meta-parameters): a hypergradient
     step of them after every backbone step."""
     raw = accelerator.unwrap_model(model)
     m = cfg.meta
     if cfg.run.mixed_precision == "fp16":
-        raise ConfigError("meta.enabled with run.mixed_precision=fp16 is not supported (the meta step's "
+        raise ConfigError(f"learner {cfg.learner} with run.mixed_precision=fp16 is not supported (the meta step's "
                           "SGD update bypasses the fp16 grad scaler); use bf16 or no")
     if m.backend == "head" and not getattr(raw, "features_are_head_input", True):
         raise ConfigError("meta.backend=head differentiates the head applied to the features, but model.options."
                           "feature_layer makes the features another layer's output; use backend jvp or higher")
     objective = construct(f"meta.objective_params ({m.objective})", objectives.build, m.objective,
                           **m.objective_params)
-    net: GammaNet | None = None  # the γ-Net (meta.learner=gamma_net); the loss's coefficients otherwise
-    if m.learner == "gamma_net":
+    net: GammaNet | None = None  # the γ-Net (learner gamma_net); the loss's coefficients otherwise
+    if cfg.learner == "gamma_net":
         net = construct(
             "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim),
             **{"num_heads": int(bundle.num_classes), **m.gamma_net}).to(accelerator.device)
@@ -218,7 +218,7 @@ def build_meta(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     else:
         meta_params = [p for p in loss_fn.meta_parameters() if p.requires_grad]
         if not meta_params:
-            raise ConfigError(f"meta.learner=loss needs a loss with meta-parameters (ce_learnable_l2); "
+            raise ConfigError(f"learner loss needs a loss with meta-parameters (ce_learnable_l2); "
                               f"loss '{cfg.loss.name}' has none")
     meta_optimizer = META_OPTIMIZERS[m.optimizer](meta_params, lr=m.lr, weight_decay=m.weight_decay)
     n = accelerator.num_processes
@@ -236,19 +236,20 @@ def build_meta(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
 @LEARNERS.register("auto")
 def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module, optimizer: Any,
                bundle: Any, steps_per_epoch: int) -> AutoScalar:
-    """meta.learner=auto: plain steps of the loss with its confidence scalar found by root-finding."""
-    finder, opts = construct("", controller_from_config, cfg.meta, loss_fn, cfg.loss.name)
+    """learner auto: plain steps of the loss with its confidence scalar found by root-finding (section auto)."""
+    settings = cfg.auto
+    finder, measure_on = construct("", build_finder, settings, loss_fn, cfg.loss.name)
     n = accelerator.num_processes
-    parts = [construct("meta.controller.measure_on", shifted_held_out, bundle, split.removesuffix("_shifted"),
+    parts = [construct("auto.measure_on", shifted_held_out, bundle, split.removesuffix("_shifted"),
                        cfg.run.seed) if split.endswith("_shifted") else getattr(bundle, split)
-             for split in opts["measure_on"]]
+             for split in measure_on]
     measured = parts[0] if len(parts) == 1 else ConcatDataset(parts)
     return construct(
-        "meta.controller", AutoScalar, model, loss_fn, optimizer, measured, finder, loss_fn.confidence_knob,
-        steps_per_epoch=steps_per_epoch, updates_per_epoch=int(opts["updates_per_epoch"]), sample=opts["sample"],
+        "auto", AutoScalar, model, loss_fn, optimizer, measured, finder, loss_fn.confidence_knob,
+        steps_per_epoch=steps_per_epoch, updates_per_epoch=int(settings.updates_per_epoch), sample=settings.sample,
         batch_size=max(1, cfg.data.eval_batch_size // n), seed=cfg.run.seed, rank=accelerator.process_index,
         world_size=n, backward=accelerator.backward, measure_model=accelerator.unwrap_model(model),
-        measured_on=opts["measure_on"])
+        measured_on=measure_on)
 
 
 @dataclass
@@ -270,14 +271,14 @@ def build_parts(cfg: Config, accelerator: Accelerator, bundle: Any = None, model
     """Every object of the run, in a fixed order (the seeded initialisations depend on it); ``bundle`` / ``model``
     given from Python (:func:`metacal.fit`) are used as they are (``model.checkpoint`` and ``model.freeze`` apply)."""
     n = accelerator.num_processes
-    if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.meta.enabled and cfg.meta.batch_size % n):
+    if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.learner is not None and cfg.meta.batch_size % n):
         raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
                           f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
                           f"batches and must be divisible by the number of processes ({n})")
     if bundle is None or model is None:
         check_buildable(cfg)
-    if cfg.meta.enabled:
-        LEARNERS.get(cfg.meta.learner)  # an unknown learner stops the run before the data is read
+    if cfg.learner is not None:
+        LEARNERS.get(cfg.learner)  # an unknown learner stops the run before the data is read
     bundle = build_data(cfg) if bundle is None else bundle
     model = build_model(cfg, bundle, load_checkpoint=load_checkpoint, model=model)
     loss_fn = build_loss(cfg, model, bundle.num_classes).to(accelerator.device)

@@ -35,9 +35,10 @@ from metacal.train.epoch_eval import SELECT_BY
 from metacal.train.optim import OPTIMIZERS
 from metacal.train.schedules import SCHEDULES
 from metacal.train.yaml_loader import load_yaml
+from metacal.train.renamed_keys import check_renamed, upgrade_saved
 from metacal.train.schema import (  # noqa: F401  (re-exported: the schema is part of this API)
     Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, MetaConfig, ModelConfig, OptimConfig,
-    RunConfig, ScheduleConfig,
+    RunConfig, ScheduleConfig, learner_section,
 )
 
 
@@ -179,7 +180,7 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
     """Validate a merged config against the schema and return the typed :class:`Config`."""
     try:
         node = data if isinstance(data, DictConfig) else OmegaConf.create(data)
-        for section in (f.name for f in dataclasses.fields(Config)):
+        for section in (f.name for f in dataclasses.fields(Config) if f.name != "learner"):
             # OmegaConf's error for `optim: 3` names the section's type but not the key
             if section in node and not isinstance(node[section], DictConfig):
                 raise ConfigError(f"config key '{section}' must be a mapping of its keys; got {node[section]!r}")
@@ -215,9 +216,9 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
 def check_fine_tuning(cfg: Config) -> None:
     """The optimiser keys (docs: configs/README.md, "Fine-tuning"); the schedule checks its own (schedules.py)."""
     o = cfg.optim
-    if cfg.meta.enabled and o.name != "sgd":
-        raise ConfigError(f"optim.name={o.name} cannot be used with meta.enabled: the meta step differentiates through "
-                          "torch.optim.SGD's update (metacal/meta/sgd_lookahead.py); use optim.name=sgd")
+    if learner_section(cfg.learner) == "meta" and o.name != "sgd":
+        raise ConfigError(f"optim.name={o.name} cannot be used with learner {cfg.learner}: its meta step differentiates "
+                          "through torch.optim.SGD's update (metacal/meta/sgd_lookahead.py); use optim.name=sgd")
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise ConfigError(f"optim.betas must be two numbers in [0, 1); got {list(o.betas)}")
     if not o.eps > 0:
@@ -235,23 +236,34 @@ def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[s
     if path is not None:
         layers.append(load_file(path))
     layers.append(_parse_overrides(list(overrides)))
-    cfg = build_config(OmegaConf.merge(*layers))  # type: ignore[arg-type]
-    check_meta_overrides(cfg, overrides)
+    merged = OmegaConf.merge(*layers)
+    if message := check_renamed(OmegaConf.to_container(merged), list(overrides)):  # type: ignore[arg-type]
+        raise ConfigError(message)
+    cfg = build_config(merged)  # type: ignore[arg-type]
+    check_section_overrides(cfg, overrides)
     if cfg.run.method is None and path is not None:
         cfg.run.method = Path(path).stem
     return cfg
 
 
-def check_meta_overrides(cfg: Config, overrides: list[str]) -> None:
-    """A ``meta.*`` override (``--set`` / ``overrides=``) in a run without a meta step would do nothing: refused.
-    Keys in files stay allowed, since a dataset's base.yaml shares its meta settings with every method."""
-    if cfg.meta.enabled:
-        return
+def load_saved_config(path: str | Path) -> Config:
+    """A run directory's config.yaml as the current keys read it (saved before a key moved: translated,
+    metacal/train/renamed_keys.py); one ConfigError line when it is not valid YAML or not a config."""
+    node = _read_yaml(Path(path))
+    return build_config(upgrade_saved(OmegaConf.to_container(node)))  # type: ignore[arg-type]
+
+
+def check_section_overrides(cfg: Config, overrides: list[str]) -> None:
+    """An override of a learner's section (``meta.*``, ``auto.*``) that this run's learner does not read would do
+    nothing: refused. Keys in files stay allowed, since a dataset's base.yaml shares its settings with every method."""
+    reads = learner_section(cfg.learner)
     for item in overrides:
         key = split_override(item)[0]
-        if key.startswith("meta.") and key != "meta.enabled":
-            raise ConfigError(f"override {key!r} has no effect: this run has no meta step (meta.enabled is false); "
-                              "drop it, or add meta.enabled=true")
+        section = key.split(".")[0]
+        if section in ("meta", "auto") and section != reads:
+            why = ("this run has no learner (learner is null: plain training); drop it, or set learner"
+                   if reads is None else f"learner {cfg.learner} reads the section {reads}, not {section}")
+            raise ConfigError(f"override {key!r} has no effect: {why}")
 
 
 def to_yaml(cfg: Config) -> str:

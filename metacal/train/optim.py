@@ -57,7 +57,7 @@ def parameter_groups(model: nn.Module, lr: float, backbone_lr_scale: float = 1.0
     return groups
 
 
-#: ``optim.name``: the backbone's optimiser (only sgd with meta.enabled: the meta step differentiates its update).
+#: ``optim.name``: the backbone's optimiser (only sgd with the meta learners: their meta step differentiates its update).
 OPTIMIZERS = ("sgd", "adamw")
 
 

@@ -14,7 +14,7 @@ import torch
 
 from metacal.wording import current
 
-from .config import Config
+from .config import Config, learner_section
 
 #: the trainer's exit status when the accelerator ran out of memory
 EXIT_OUT_OF_MEMORY = 3
@@ -38,7 +38,7 @@ def out_of_memory_message(cfg: Config, device: torch.device, phase: str, where: 
     """The one line of :class:`OutOfDeviceMemory` for ``phase`` "training" (a step) or "evaluation"."""
     d, say = cfg.data, current().in_config()
     sizes = f"data.batch_size={d.batch_size}, data.eval_batch_size={d.eval_batch_size}"
-    meta_step = cfg.meta.enabled and cfg.meta.learner != "auto"
+    meta_step = learner_section(cfg.learner) == "meta"
     if meta_step:
         sizes += f", meta.batch_size={cfg.meta.batch_size}"
     if phase == "training":

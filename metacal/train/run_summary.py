@@ -13,6 +13,7 @@ from metacal.run_layout import RunPaths
 
 from .checkpoint import STATE_JSON, find_latest
 from .compat import resume_point
+from .schema import learner_section
 
 SELECT_BY = {"error": "lowest validation error", "nll": "lowest validation NLL", "ece": "lowest validation ECE"}
 
@@ -28,7 +29,7 @@ def runtime_record(cfg: Any, num_processes: int, device: Any) -> dict[str, Any]:
         "batch_size_per_process": int(cfg.data.batch_size) // max(int(num_processes), 1),
         "eval_batch_size_per_process": int(cfg.data.eval_batch_size) // max(int(num_processes), 1),
     }
-    if cfg.meta.enabled:
+    if learner_section(cfg.learner) == "meta":
         record["meta_batch_size_per_process"] = int(cfg.meta.batch_size) // max(int(num_processes), 1)
     return record
 
@@ -61,7 +62,7 @@ def end_of_run_summary(metrics: dict[str, Any], paths: RunPaths, epochs: int) ->
                      f"{100 * auto['gap_selected']:+.2f} ± {100 * auto['gap_se_selected']:.2f} points on {measured}), "
                      f"{auto['final']:.3g} at the end")
         if auto.get("at_limit"):  # a finding, not a setting to raise: see docs/auto_gamma.md#at-the-limit
-            lines.append(f"automatic {auto['knob']} reached its upper end {auto['limit']:.3g} (meta.controller.max) at "
+            lines.append(f"automatic {auto['knob']} reached its upper end {auto['limit']:.3g} (auto.max) at "
                          f"epoch {auto['limit_epoch']}: the held-out gap stayed over-confident while it rose, so "
                          f"this loss cannot close it here; compare with CE + temperature scaling "
                          f"(docs/auto_gamma.md#at-the-limit)")

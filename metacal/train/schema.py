@@ -11,6 +11,17 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
+from metacal.meta.auto import AutoSettings
+
+#: the section each learner reads: the automatic scalar ``auto`` (:class:`metacal.meta.auto.AutoSettings`), every
+#: other learner (the γ-Net, the loss's meta-parameters, one of one's own) ``meta``
+LEARNER_SECTIONS = {"auto": "auto"}
+
+
+def learner_section(learner: str | None) -> str | None:
+    """The config section ``learner`` reads; None for plain training (no learner)."""
+    return None if learner is None else LEARNER_SECTIONS.get(learner, "meta")
+
 
 @dataclass
 class DataConfig:
@@ -48,7 +59,9 @@ class LossConfig:
 
 @dataclass
 class MetaConfig:
-    enabled: bool = False  # False: plain training with loss; True: one meta step per iteration
+    # the section of the meta learners (``learner: gamma_net``: FLγ-*, focal loss with per-sample γ from a γ-Net;
+    # ``learner: loss``: the loss's own meta_parameters(), e.g. ce_learnable_l2 coefficients for CE-DECE/SECE),
+    # and of a learner of one's own: a hypergradient step of them after every backbone step
     backend: str = "jvp"  # hypergradient backend of metacal.meta: higher | jvp | head
     # what the γ-Net's bias (the γ level) is differentiated through: "step" (one-step lookahead, the paper)
     # or "trajectory" (all past steps, forward-mode; metacal/meta/trajectory.py)
@@ -59,16 +72,7 @@ class MetaConfig:
     shape_lr_scale: float = 1.0
     objective: str = "sece"  # a metacal.objectives name (the meta-validation objective)
     objective_params: Dict[str, Any] = field(default_factory=dict)
-    # What the meta step learns: "gamma_net" (FLγ-*: focal loss with per-sample γ from a γ-Net), "loss" (the
-    # loss's own meta_parameters(), e.g. ce_learnable_l2 coefficients for CE-DECE/SECE) or "auto" (one scalar
-    # of the loss, focal γ or label-smoothing ε, found as the root of the meta-val calibration gap,
-    # metacal/meta/auto.py: meta.lr is its first step, meta.gamma_net.init_gamma its start, meta.controller the rest)
-    learner: str = "gamma_net"
     gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
-    # learner=auto: band (k, in standard errors), grow, shrink, confirm, reconfirm, probe, max (the scalar's upper end),
-    # updates_per_epoch, sample (held-out samples per measurement; null: all), measure_on (the splits measured:
-    # [meta_val, val] by default, or some of meta_val, val, meta_val_shifted, val_shifted) — metacal/meta/auto.py
-    controller: Dict[str, Any] = field(default_factory=dict)
     ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
     every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)
     max_meta_grad_norm: Optional[float] = None  # clip φ's gradient (total norm)
@@ -148,7 +152,12 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: LossConfig = field(default_factory=LossConfig)
+    # what steers the loss during training, a metacal.meta.LEARNERS name: gamma_net | loss (the meta step, section
+    # meta) | auto (one scalar of the loss set by root-finding on the held-out calibration gap, section auto,
+    # metacal/meta/auto.py); null: plain training
+    learner: Optional[str] = None
     meta: MetaConfig = field(default_factory=MetaConfig)
+    auto: AutoSettings = field(default_factory=AutoSettings)
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

@@ -21,6 +21,7 @@ from metacal.wording import current
 
 from . import components, launch_info, preemption
 from .finite_watch import labels_in_range
+from .schema import learner_section
 from .checkpoint import load_checkpoint, save_checkpoint
 from .train_state import TrainState
 from .compat import resume_point
@@ -126,7 +127,7 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
     set_seed(cfg.run.seed)
     launch = launch_info.start(accelerator)  # processes, device, backend: said before anything is built
     configure_process(cfg.run, accelerator.device)
-    if cfg.meta.enabled:  # the meta step may use forward-mode AD; load it now, without torch's jit warning
+    if learner_section(cfg.learner) == "meta":  # the meta step may use forward-mode AD; load it now, without torch's jit warning
         preload_forward_ad()
     resume_from = resume_point(paths, cfg) if resume else None
     parts = components.build_parts(cfg, accelerator, bundle, model, load_checkpoint=resume_from is None)

@@ -46,10 +46,10 @@ GRID_GAMMA = {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "focal3": 3.0, "focal4": 4
 def config_of(method: str) -> dict:
     """The resolved config's loss and learner of a hand-made run."""
     if method == "auto_gamma":
-        return {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "meta": {"enabled": True, "learner": "auto"}}
+        return {"loss": {"name": "focal", "params": {"gamma": 1.0}}, "learner": "auto"}
     if method == "ce":
-        return {"loss": {"name": "ce", "params": {}}, "meta": {"enabled": False}}
-    return {"loss": {"name": "focal", "params": {"gamma": GRID_GAMMA[method]}}, "meta": {"enabled": False}}
+        return {"loss": {"name": "ce", "params": {}}, "learner": None}
+    return {"loss": {"name": "focal", "params": {"gamma": GRID_GAMMA[method]}}, "learner": None}
 
 
 def val_predictions(gap: float) -> dict[str, np.ndarray]:
@@ -145,7 +145,7 @@ def test_the_grid_is_read_from_the_runs_configs_not_their_names(tmp_path, capsys
         metrics = json.loads((run / "metrics.json").read_text())
         metrics["val"]["ece"] = 0.01  # the lowest on both seeds
         (run / "metrics.json").write_text(json.dumps(metrics))
-    learner = {"loss": {"name": "focal", "params": {"gamma": 5.0}}, "meta": {"enabled": True, "learner": "auto"}}
+    learner = {"loss": {"name": "focal", "params": {"gamma": 5.0}}, "learner": "auto"}
     for seed in (0, 1):
         (sweep / "focal5" / f"seed{seed}" / "config.yaml").write_text(yaml.safe_dump(learner))
     assert auto_vs_grid.grid_gammas(sweep) == {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "my_focal": 2.5, "focal3": 3.0}

@@ -53,7 +53,7 @@ def test_page_numbers_are_the_runs_and_the_fine_tuned_runs_start_from_the_checkp
     tuned = yaml.safe_load((runs / "flgamma_sece_finetuned" / "config.yaml").read_text())
     assert tuned["model"]["checkpoint"] == str(runs / "pretrain")
     assert tuned["model"]["checkpoint_skip"] == ["classifier"]
-    assert tuned["meta"]["enabled"] and tuned["loss"]["name"] == "focal"
+    assert tuned["learner"] == "gamma_net" and tuned["loss"]["name"] == "focal"
     # after 2 steps the fine-tuned backbone is still next to the pretrained one, the from-scratch one is not
     p, ft, sc = weights(runs / "pretrain"), weights(runs / "ce_finetuned"), weights(runs / "ce_scratch")
     body = [k for k in p if not k.startswith("classifier") and p[k].is_floating_point() and p[k].dim() > 1]

@@ -33,7 +33,7 @@ def main() -> None:
         if result.gamma_net is not None:
             state.update({f"gamma_net.{k}": v.detach().cpu().clone() for k, v in result.gamma_net.state_dict().items()})
         state["world_size"] = torch.tensor(accelerator.num_processes)
-        control = getattr(result.stepper, "control", None)  # meta.learner=auto: this rank's scalar and last gap
+        control = getattr(result.stepper, "control", None)  # learner auto: this rank's scalar and last gap
         if control is not None:
             finder = control.finder
             state["auto.value"] = torch.tensor(finder.value, dtype=torch.float64)

@@ -23,7 +23,7 @@ COMMON = ["schedule.epochs=1", "schedule.milestones=[1]", "data.batch_size=32", 
           "eval.test_every_epoch=false", "logging.progress_bar=false", "run.torch_threads=1"]
 RUNS = {
     # FLγ-SECE, 6 meta steps: backbone through DDP, γ-Net meta gradients averaged over the ranks
-    "meta": COMMON + ["loss.name=focal", "meta.enabled=true", "meta.learner=gamma_net", "meta.objective=sece",
+    "meta": COMMON + ["loss.name=focal", "learner=gamma_net", "meta.objective=sece",
                       "meta.backend=jvp", "meta.lr=0.01", "meta.batch_size=20", "run.max_steps_per_epoch=6"],
     # plain CE, 5 steps of momentum SGD: DDP's averaged gradient of 16 + 16 samples = one process's of 32
     "plain": COMMON + ["loss.name=ce", "optim.lr=0.1", "run.max_steps_per_epoch=5"],

@@ -44,6 +44,6 @@ def test_the_last_lines_say_the_limit_was_reached(tmp_path: Path):
                "test_after_ts": None, "auto": scalar_summary(history([4.0, 10.0], [0, 0]), 2, "gamma", ["meta_val", "val"])}
     text = end_of_run_summary(metrics, RunPaths(tmp_path), epochs=2)
     line = next(x for x in text.splitlines() if "upper end" in x)
-    assert line.startswith("automatic gamma reached its upper end 10 (meta.controller.max) at epoch 2:")
+    assert line.startswith("automatic gamma reached its upper end 10 (auto.max) at epoch 2:")
     metrics["auto"] = scalar_summary(history([4.0, 5.0], [0, 0]), 2, "gamma", ["meta_val"])
     assert "upper end" not in end_of_run_summary(metrics, RunPaths(tmp_path), epochs=2)

@@ -46,7 +46,7 @@ IMAGES = {"data": {"name": "tiny_images", "batch_size": 16, "eval_batch_size": 4
           "meta": {"batch_size": 16}, "logging": {"tensorboard": False, "progress_bar": False},
           "schedule": {"epochs": 1, "milestones": [1]}, "run": {"max_steps_per_epoch": 3, "torch_threads": 1}}
 RESNET = {**IMAGES, "model": {"name": "torchvision:resnet18"}}
-META = {"loss": {"name": "focal"}, "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece",
+META = {"loss": {"name": "focal"}, "learner": "gamma_net", "meta": {"objective": "sece",
                                             "backend": "jvp", "batch_size": 16}}
 FROZEN = ["net.conv1", "net.bn1", "net.layer1"]
 
@@ -170,7 +170,7 @@ BAD = {
     "weights by name": ({"model": {"options": {"weights": "IMAGENET1K_V1"}}}, "this workplace is offline"),
     "freeze prefix": ({"model": {"freeze": ["layer1"]}}, "model.freeze 'layer1' matches no parameter"),
     "unknown torchvision name": ({"model": {"name": "torchvision:resnet19"}}, "unknown torchvision model 'resnet19'"),
-    "adamw with meta": ({**META, "optim": {"name": "adamw"}}, "optim.name=adamw cannot be used with meta.enabled"),
+    "adamw with meta": ({**META, "optim": {"name": "adamw"}}, "optim.name=adamw cannot be used with learner gamma_net"),
     "head backend on another layer": (merged(META, {"meta": {"backend": "head"},
                                                     "model": {"options": {"feature_layer": "layer4", "resize": 64}}}),
                                       "meta.backend=head differentiates the head applied to the features"),
@@ -207,7 +207,7 @@ def test_example_config_builds_the_documented_fine_tuning_setup(imagenet_like):
 
     example = Path(__file__).resolve().parents[2] / "configs" / "examples" / "finetune_resnet18_fashion_mnist.yaml"
     cfg = load_config(example, [f"model.checkpoint={imagenet_like}"])
-    assert (cfg.data.name, cfg.meta.enabled, cfg.loss.name) == ("fashion_mnist", True, "focal")
+    assert (cfg.data.name, cfg.learner, cfg.loss.name) == ("fashion_mnist", "gamma_net", "focal")
     bundle = SimpleNamespace(input_shape=(1, 28, 28), num_classes=10, in_channels=1)
     model = build_model(cfg, bundle)
     start = torch.load(imagenet_like, weights_only=True)

@@ -74,7 +74,7 @@ def test_stock_torchvision_resnet18_with_flgamma_sece_writes_the_cli_run_dir(tmp
     assert any((run_dir / "tensorboard").iterdir())
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert (saved["data"]["name"], saved["model"]["name"]) == ("python:TensorDataset", "python:ResNet")
-    assert saved["loss"]["name"] == "focal" and saved["meta"]["enabled"] is True
+    assert saved["loss"]["name"] == "focal" and saved["learner"] == "gamma_net"
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics == result.metrics and result.run_dir == run_dir
     # 8:1:1 of 100 → val 10; the given test set as is; γ-Net on the test features
@@ -126,7 +126,7 @@ def test_every_loss_and_meta_method(case, tmp_path, monkeypatch):
     monkeypatch.setattr(outputs, "plot_reliability", lambda *a, **k: None)  # 2/3 of a tiny run's time
     name, extra = case
     config = REPO / f"{name}.yaml" if name.startswith("configs/") else METHODS / "ce.yaml"
-    meta = [META_SMALL] if yaml.safe_load(config.read_text()).get("meta", {}).get("enabled") else []
+    meta = [META_SMALL] if yaml.safe_load(config.read_text()).get("learner") in ("gamma_net", "loss") else []
     # 200 samples: 20 for val (adafocal bins validation confidences in 15 equal-mass bins)
     result = metacal.fit(mlp(), blobs(200), test=blobs(40, seed=9), config=config, run_dir=tmp_path / "run",
                          overrides=[*ONE_EPOCH, *SMALL, *meta, *QUIET, "run.max_steps_per_epoch=2",
@@ -135,9 +135,9 @@ def test_every_loss_and_meta_method(case, tmp_path, monkeypatch):
     assert m["finished"] and m["test"]["n"] == 40 and np.isfinite(m["test"]["nll"])
     train = result.state.history[0]["train"]
     cfg = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
-    if cfg["meta"]["enabled"] and cfg["meta"]["learner"] == "auto":  # the scalar's update was logged
+    if cfg["learner"] == "auto":  # the scalar's update was logged
         assert np.isfinite(train["auto_gap"]) and "meta_objective" not in train
-    elif cfg["meta"]["enabled"]:  # the meta step ran: its objective was logged
+    elif cfg["learner"]:  # the meta step ran: its objective was logged
         assert np.isfinite(train["meta_objective"])
     else:
         assert "meta_objective" not in train
@@ -146,7 +146,7 @@ def test_every_loss_and_meta_method(case, tmp_path, monkeypatch):
 def test_resume_through_fit_matches_an_uninterrupted_run_and_the_cli_refuses_it(tmp_path, capsys):
     from metacal.train.cli import main
 
-    method = [*SMALL, META_SMALL, *QUIET, "loss.name=focal", "meta.enabled=true", "meta.learner=gamma_net",
+    method = [*SMALL, META_SMALL, *QUIET, "loss.name=focal", "learner=gamma_net",
               "schedule.milestones=[1]"]
     full = metacal.fit(mlp(), blobs(100), test=blobs(40, seed=9), run_dir=tmp_path / "full",
                        overrides=[*method, "schedule.epochs=2"])
@@ -240,8 +240,8 @@ BAD = {
                               "takes data.name from its arguments"),
     "a dataset option": (lambda: (_linear(4), blobs(40), ["data.options.augment=true"]), ConfigError,
                          "data.options.augment does not apply"),
-    "adamw with meta": (lambda: (_linear(4), blobs(40), ["optim.name=adamw", "meta.enabled=true"]), ConfigError,
-                        "optim.name=adamw cannot be used with meta.enabled"),
+    "adamw with meta": (lambda: (_linear(4), blobs(40), ["optim.name=adamw", "learner=gamma_net"]), ConfigError,
+                        "optim.name=adamw cannot be used with learner gamma_net"),
     "bad loss parameter": (lambda: (_linear(4), blobs(40), ["loss.params={nope: 1}"]), ConfigError, "loss.params"),
     "label out of range": (lambda: (_linear(4), _relabelled(blobs(40), 17, 7), ["data.options.num_classes=4"]),
                            DataFormatError, "metacal.fit: train labels[17] = 7 is outside 0..3 (num_classes 4)"),

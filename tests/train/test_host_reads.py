@@ -20,8 +20,7 @@ from metacal.train.run_dir import prepare_run_dir
 MANY_STEPS = {"data": {"batch_size": 8, "options": {"n_train": 1000}}, "meta": {"batch_size": 8},
               "schedule": {"epochs": 1, "milestones": []}, "logging": {"tensorboard": True}}
 AUTO = {"loss": {"name": "focal", "params": {"gamma": 1.0}},
-        "meta": {"enabled": True, "learner": "auto", "lr": 1.0, "gamma_net": {"init_gamma": 1.0},
-                 "controller": {"updates_per_epoch": 1}}}
+        "learner": "auto", "auto": {"first_step": 1.0, "start": 1.0, "updates_per_epoch": 1}}
 CASES = {"ce": METHODS["ce"], "flgamma_sece": METHODS["flgamma_sece"], "auto_gamma": AUTO}
 #: at most one host read per 20 iterations
 MAX_READS_PER_STEP = 0.05

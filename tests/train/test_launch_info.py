@@ -86,7 +86,7 @@ def test_accelerate_launch_of_two_cpu_processes_warns_and_records(tmp_path):
     config.write_text(yaml.safe_dump(deep_merge(TINY, {
         "model": {"name": "mlp", "options": {"hidden": [16]}}, "schedule": {"epochs": 1, "milestones": [1]},
         "loss": {"name": "focal"}, "logging": {"tensorboard": False}, "run": {"max_steps_per_epoch": 3},
-        "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece", "backend": "jvp"}})))
+        "learner": "gamma_net", "meta": {"objective": "sece", "backend": "jvp"}})))
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "MASTER_ADDR", "RANK")}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")

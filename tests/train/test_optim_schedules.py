@@ -223,8 +223,8 @@ def config(**sections):
 
 
 @pytest.mark.parametrize("sections,message", [
-    ({"optim": {"name": "adamw"}, "meta": {"enabled": True}},
-     "optim.name=adamw cannot be used with meta.enabled: the meta step differentiates through torch.optim.SGD's "
+    ({"optim": {"name": "adamw"}, "learner": "gamma_net"},
+     "optim.name=adamw cannot be used with learner gamma_net: its meta step differentiates through torch.optim.SGD's "
      "update (metacal/meta/sgd_lookahead.py); use optim.name=sgd"),
     ({"optim": {"name": "adam"}}, "config key 'optim.name': unknown value 'adam'; did you mean adamw? available: sgd, adamw"),
     ({"schedule": {"name": "linear"}}, "config key 'schedule.name': unknown value 'linear'; available: step, cosine, constant"),

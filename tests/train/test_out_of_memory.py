@@ -53,7 +53,7 @@ def test_oom_in_an_evaluation_names_the_eval_batch(write_config, run_cli, tmp_pa
         raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
 
     monkeypatch.setattr(loop, "predict", predict)
-    config = write_config("flgamma", {"loss": {"name": "focal"}, "meta": {"enabled": True, "learner": "gamma_net"}})
+    config = write_config("flgamma", {"loss": {"name": "focal"}, "learner": "gamma_net"})
     code, _, err = run_cli(["--config", config, "--run-dir", tmp_path / "run"])
     assert code == 3 and len(err.strip().splitlines()) == 1, err
     assert "in evaluation at the end of epoch 1" in err and "meta.batch_size=20" in err

@@ -90,8 +90,8 @@ def test_missing_data_is_one_line_and_leaves_nothing(write_config, run_cli, tmp_
 
 
 def test_unknown_learner_is_one_line_and_leaves_nothing(write_config, run_cli, tmp_path):
-    """meta.learner names an entry of metacal.meta.LEARNERS (one's own learners register there)."""
-    config = write_config("c", {**ONE_EPOCH, "meta": {"enabled": True, "learner": "autoo"}})
+    """learner names an entry of metacal.meta.LEARNERS (one's own learners register there)."""
+    config = write_config("c", {**ONE_EPOCH, "learner": "autoo"})
     code, _, err = run_cli(["--config", config, "--run-dir", tmp_path / "run"])
     one_line_error(code, err, "unknown learner 'autoo'; did you mean auto?", "available: auto, gamma_net, loss")
     assert not (tmp_path / "run").exists()
@@ -137,7 +137,7 @@ def test_resume_of_a_pre_manifest_checkpoint_explains_why(run_cli, tmp_path):
     (["model.options.hidden=[64]"], "model.options"),
     (["data.options.num_classes=3"], "data.options"),
     (["loss.name=adafocal"], "loss.name"),
-    (["meta.enabled=true", "loss.name=focal"], "loss.name"),
+    (["learner=gamma_net", "loss.name=focal"], "loss.name"),
 ])
 def test_resume_with_architecture_changes_is_refused(overrides, key, finished_run, run_cli):
     _, run_dir = finished_run

@@ -19,16 +19,16 @@ REPO = Path(__file__).resolve().parents[2]
     (["loss.name=focall"], ["unknown loss 'focall'", "did you mean focal", "full list:"]),
     (["model.name=resnet999"], ["unknown model 'resnet999'", "full list:"]),
     (["data.name=imagenet"], ["unknown dataset 'imagenet'", "available:", "mnist1d"]),
-    (["meta.enabled=true", "meta.objective=ecee"], ["unknown objective 'ecee'", "sece"]),
+    (["learner=gamma_net", "meta.objective=ecee"], ["unknown objective 'ecee'", "sece"]),
     (["loss.name=focal", "loss.params.gama=2"], ["loss.params (focal)", "gama"]),
     (["model.options.widthh=3"], ["model (mlp)", "widthh"]),
-    (["meta.enabled=true", "meta.learner=loss"], ["meta.learner=loss", "ce_learnable_l2"]),
-    (["meta.enabled=true", "meta.learner=gamma_net", "loss.name=label_smoothing"],
+    (["learner=loss"], ["learner loss needs", "ce_learnable_l2"]),
+    (["learner=gamma_net", "loss.name=label_smoothing"],
      ["a γ-Net needs a loss that takes a per-sample gamma=", "LabelSmoothingCE does not"]),
-    (["meta.enabled=true", "loss.name=focal", "meta.horizon=trajectory", "meta.horizon_decay=1.5"],
+    (["learner=gamma_net", "loss.name=focal", "meta.horizon=trajectory", "meta.horizon_decay=1.5"],
      ["meta: horizon decay must be in [0, 1], got 1.5"]),
-    (["meta.enabled=true", "meta.horizon=trajectory", "meta.learner=loss", "loss.name=ce_learnable_l2"],
-     ["meta: horizon 'trajectory' learns the γ-Net's bias", "meta.learner=gamma_net"]),
+    (["learner=loss", "meta.horizon=trajectory", "loss.name=ce_learnable_l2"],
+     ["meta: horizon 'trajectory' learns the γ-Net's bias", "learner: gamma_net"]),
 ])
 def test_config_errors_are_one_line_exit_2(overrides, fragments, write_config, run_cli, tmp_path):
     config = write_config("bad")
@@ -72,11 +72,11 @@ TORCHVISION_LIST = "full list: python -c 'import torchvision.models as m; print(
     (["loss.name=focall"], "error: unknown loss 'focall'; did you mean focal, adafocal, focal_gra? ", LOSSES_LIST),
     (["data.name=imagenet"], "error: unknown dataset 'imagenet'; did you mean tiny_imagenet, image_folder? available: "
      "arrays, cifar10, ", "svhn, tiny_imagenet"),
-    (["meta.enabled=true", "meta.objective=secee"], "error: unknown objective 'secee'; did you mean sece, sbece, dece? "
+    (["learner=gamma_net", "meta.objective=secee"], "error: unknown objective 'secee'; did you mean sece, sbece, dece? "
      "available: avuc, ", "sbece_label, sece"),
     (["schedule.name=cosin"], "error: config key 'schedule.name': unknown value 'cosin'; did you mean cosine? "
      "available: step, cosine, constant", ""),
-    (["meta.enabled=true", "meta.backend=jvpp"], "error: config key 'meta.backend': unknown value 'jvpp'; did you "
+    (["learner=gamma_net", "meta.backend=jvpp"], "error: config key 'meta.backend': unknown value 'jvpp'; did you "
      "mean jvp? available: ", ""),
 ])
 def test_unknown_names_suggest_the_closest_then_the_full_list(overrides, start, end, write_config, run_cli,

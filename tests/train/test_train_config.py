@@ -26,7 +26,7 @@ def test_defaults_are_the_paper_recipe(tmp_path):
     assert (cfg.optim.lr, cfg.optim.momentum, cfg.optim.weight_decay) == (0.1, 0.9, 5e-4)
     assert (cfg.schedule.epochs, cfg.schedule.milestones, cfg.schedule.lr_decay) == (350, [150, 250], 0.1)
     assert (cfg.data.batch_size, cfg.eval.select_by, cfg.eval.num_bins) == (128, "error", 15)
-    assert cfg.meta.enabled is False and cfg.loss.name == "ce"
+    assert cfg.learner is None and cfg.loss.name == "ce"
 
 
 def test_base_chain_merges_mappings_and_overrides_win(tmp_path):
@@ -55,7 +55,7 @@ def test_bare_exponent_floats_in_files_and_overrides(tmp_path):
     """YAML 1.1 needs a dot (5.0e-4); OmegaConf's loader also reads 5e-4 as a float, in files and in --set."""
     path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n"
                                       "optim: {weight_decay: 5e-4}\nloss: {params: {eps: 1e-3}}\n")
-    cfg = load_config(path, ["optim.lr=5e-4", "meta.enabled=true", "meta.objective_params.h=2E-2"])
+    cfg = load_config(path, ["optim.lr=5e-4", "learner=gamma_net", "meta.objective_params.h=2E-2"])
     assert cfg.optim.weight_decay == 0.0005 and cfg.optim.lr == 0.0005
     # free-form mappings keep the YAML type, so these must already be floats, not strings
     assert cfg.loss.params["eps"] == 0.001 and isinstance(cfg.loss.params["eps"], float)
@@ -64,7 +64,7 @@ def test_bare_exponent_floats_in_files_and_overrides(tmp_path):
 
 def test_override_values_are_yaml(tmp_path):
     path = write(tmp_path / "c.yaml", "data: {name: mnist1d, root: /data}\nmodel: {name: mlp}\n")
-    cfg = load_config(path, ["schedule.milestones=[100,200]", "data.root=null", "meta.enabled=true",
+    cfg = load_config(path, ["schedule.milestones=[100,200]", "data.root=null", "learner=gamma_net",
                              "meta.objective=dece", "run.cpu=true", "model.options.note=a=b", "loss.params.tag='3'", "data.seed=7"])
     assert cfg.schedule.milestones == [100, 200] and cfg.data.root is None and cfg.meta.objective == "dece"
     assert cfg.run.cpu is True and cfg.data.seed == 7
@@ -75,7 +75,7 @@ def test_override_values_are_yaml(tmp_path):
     (["optim.lrr=0.1"], ["unknown config key 'optim.lrr' (did you mean 'optim.lr'?); "
                          "valid keys in optim: name, lr, momentum, weight_decay, nesterov"]),
     (["optimizer.lr=0.1"], ["unknown config key 'optimizer' (did you mean 'optim'?); valid keys at the top "
-                            "level: data, model, loss, meta, optim, schedule, eval, logging, run"]),
+                            "level: data, model, loss, learner, meta, auto, optim, schedule, eval, logging, run"]),
     (["optim.zzz=1"], ["unknown config key 'optim.zzz'; valid keys in optim:"]),
     (["optim=3"], ["config key 'optim' must be a mapping", "got 3"]),
     (["optim.lr=fast"], ["'optim.lr'", "fast"]),
@@ -145,17 +145,65 @@ def test_bad_files_are_one_line(tmp_path, text, fragment):
     assert fragment in str(info.value) and "\n" not in str(info.value)
 
 
-def test_meta_overrides_without_a_meta_step_are_refused(tmp_path):
+def test_overrides_of_a_section_no_learner_reads_are_refused(tmp_path):
     plain = write(tmp_path / "plain.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nmeta: {lr: 0.5}\n")
     assert load_config(plain).meta.lr == 0.5  # a file's meta keys (a base.yaml shared by methods) stay allowed
-    message = ("^override 'meta.lr' has no effect: this run has no meta step \\(meta.enabled is false\\); "
-               "drop it, or add meta.enabled=true$")
+    message = ("^override 'meta.lr' has no effect: this run has no learner \\(learner is null: plain training\\); "
+               "drop it, or set learner$")
     with pytest.raises(ConfigError, match=message):
         load_config(plain, ["meta.lr=0.1"])
-    with pytest.raises(ConfigError, match="^override 'meta.controller.grow' has no effect"):
-        load_config(plain, ["optim.lr=0.05", "meta.controller.grow=2"])
-    assert load_config(plain, ["meta.enabled=true", "meta.lr=0.1"]).meta.lr == 0.1
-    assert load_config(plain, ["meta.enabled=false"]).meta.enabled is False
+    with pytest.raises(ConfigError, match="^override 'auto.grow' has no effect: this run has no learner"):
+        load_config(plain, ["optim.lr=0.05", "auto.grow=2"])
+    with pytest.raises(ConfigError, match="^override 'auto.grow' has no effect: learner gamma_net reads the section "
+                                          "meta, not auto$"):
+        load_config(plain, ["learner=gamma_net", "auto.grow=2"])
+    assert load_config(plain, ["learner=gamma_net", "meta.lr=0.1"]).meta.lr == 0.1
+    assert load_config(plain, ["learner=auto", "auto.grow=2"]).auto.grow == 2.0
+    assert load_config(plain, ["learner=null"]).learner is None
+
+
+@pytest.mark.parametrize("text, overrides, fragment", [
+    ("meta: {enabled: true, learner: auto}\n", [], "config key 'meta.learner' is gone: the top-level key learner "
+     "(learner: gamma_net, loss or auto; absent: plain training) chooses the learner; here: learner: auto; drop "
+     "meta.enabled and meta.learner (README.md, Changelog)"),
+    ("meta: {enabled: true}\n", [], "config key 'meta.enabled' is gone: the top-level key learner (learner: gamma_net, "
+     "loss or auto; absent: plain training) chooses the learner; here: learner: gamma_net;"),
+    ("meta: {enabled: false}\n", [], "config key 'meta.enabled' is gone"),
+    ("learner: auto\n", ["meta.controller.band=2", "meta.controller.sample=9"], "config key 'meta.controller' is "
+     "gone: the automatic scalar's settings are the section auto (here: auto.band, auto.sample; README.md, Changelog)"),
+    ("learner: auto\n", ["meta.lr=2"], "override 'meta.lr' sets the γ-Net's meta.lr; with learner: auto use "
+     "auto.first_step"),
+    ("learner: auto\n", ["meta.gamma_net={init_gamma: 2}"], "sets the γ-Net's meta.gamma_net.init_gamma; with "
+     "learner: auto use auto.start"),
+])
+def test_the_keys_the_automatic_scalar_borrowed_are_refused_by_their_new_names(tmp_path, text, overrides, fragment):
+    path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\n" + text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_config_saved_with_the_old_keys_reads_as_the_new_ones(tmp_path):
+    """A run directory's config.yaml written before the learner had its own key loads (evaluate, resume) as the
+    config of the same run in the current keys: meta.lr → auto.first_step, meta.gamma_net.init_gamma → auto.start,
+    meta.controller → auto."""
+    from metacal.train.config import load_saved_config
+
+    old = write(tmp_path / "old.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nloss: {name: focal}\n"
+                "meta: {enabled: true, learner: auto, lr: 0.5, gamma_net: {init_gamma: 2.0}, controller: "
+                "{sample: 64, measure_on: [val]}}\n")
+    new = write(tmp_path / "new.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nloss: {name: focal}\n"
+                "learner: auto\nmeta: {gamma_net: {init_gamma: 2.0}}\n"
+                "auto: {first_step: 0.5, start: 2.0, sample: 64, measure_on: [val]}\n")
+    cfg = load_saved_config(old)
+    assert (cfg.learner, cfg.auto.first_step, cfg.auto.start, cfg.auto.sample) == ("auto", 0.5, 2.0, 64)
+    assert to_yaml(cfg) == to_yaml(load_saved_config(new)).replace("lr: 0.0001", "lr: 0.5")
+    plain = write(tmp_path / "plain.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nmeta: {enabled: false, "
+                  "learner: gamma_net, controller: {}}\n")
+    assert load_saved_config(plain).learner is None
+    flg = write(tmp_path / "flg.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nmeta: {enabled: true, "
+                "learner: gamma_net, lr: 0.001}\n")
+    assert (load_saved_config(flg).learner, load_saved_config(flg).meta.lr) == ("gamma_net", 0.001)
 
 
 def test_choice_lists_are_the_owners_own():
@@ -201,7 +249,7 @@ def test_auto_gamma_configs_load_on_their_dataset_base(path):
     assert path.read_text().splitlines()[0] == f"base: [base.yaml, {methods}/auto_gamma.yaml]"
     cfg = load_config(path)
     base = load_config(path.parent / "base.yaml")
-    assert (cfg.meta.enabled, cfg.meta.learner, cfg.loss.name, cfg.meta.lr) == (True, "auto", "focal", 1.0)
+    assert (cfg.learner, cfg.loss.name, cfg.auto.first_step, cfg.auto.sample) == ("auto", "focal", 1.0, 2048)
     assert (cfg.data.name, cfg.model.name, cfg.schedule.epochs) == (base.data.name, base.model.name,
                                                                     base.schedule.epochs)
 
@@ -248,8 +296,8 @@ def test_at_most_forty_one_line_stub_configs_remain():
 
 def test_meta_lr_of_every_shipped_config_is_the_schema_default():
     """A user who writes a config without meta.lr gets what every shipped config uses (the methods that
-    differ set their own in configs/methods/: the trajectory level, and the automatic γ, whose meta.lr is a
-    step of γ rather than a learning rate)."""
+    differ set their own in configs/methods/: the trajectory level; the automatic γ has its own first step,
+    auto.first_step)."""
     from metacal.meta import MetaLearner
     from metacal.train.config import MetaConfig
     import inspect
@@ -266,9 +314,9 @@ def test_meta_lr_of_every_shipped_config_is_the_schema_default():
         cfg = load_config(path)
         if "trajectory" in path.stem:
             assert cfg.meta.lr == 1e-3, path
-        elif cfg.meta.learner == "auto" and cfg.meta.enabled:  # meta.lr is the first step of the scalar
-            assert cfg.meta.lr == (0.05 if cfg.loss.name == "label_smoothing" else 1.0), path
-        elif cfg.meta.enabled:
+        elif cfg.learner == "auto":  # its own section: the first step of the scalar
+            assert cfg.auto.first_step == (0.05 if cfg.loss.name == "label_smoothing" else 1.0), path
+        elif cfg.learner is not None:
             assert cfg.meta.lr == default, path
             checked += 1
     assert checked >= 20
@@ -284,9 +332,9 @@ def test_shipped_configs_load_and_name_registered_components(path):
     if cfg.loss.name not in losses.available():
         pytest.skip(f"loss {cfg.loss.name!r} is not registered in metacal.losses yet")
     assert cfg.loss.name in LOSSES
-    if cfg.meta.enabled:
+    if cfg.learner in ("gamma_net", "loss"):
         assert cfg.meta.objective in objectives.available()
-        assert cfg.meta.learner == ("loss" if cfg.loss.name == "ce_learnable_l2" else "gamma_net")
+        assert cfg.learner == ("loss" if cfg.loss.name == "ce_learnable_l2" else "gamma_net")
     if path.parent.name in ("cifar10", "cifar100", "tiny_imagenet"):
         assert (cfg.schedule.epochs, cfg.schedule.milestones, cfg.model.name) == (350, [150, 250], "resnet18")
 

@@ -6,7 +6,7 @@
 2. Plain CE with a BatchNorm-free MLP, momentum SGD, 5 steps: with the global batch of 32 split 16 + 16,
    DDP's averaged gradient equals the single-process gradient of the same 32 samples, so the parameters
    match a 1-process run up to float32 summation order: tolerance atol 1e-6 (observed ≤ 1e-7).
-3. The automatic γ (meta.learner=auto), 3 updates: each rank measures its half of the meta-val sample, the
+3. The automatic γ (learner: auto), 3 updates: each rank measures its half of the meta-val sample, the
    summed gap gives every rank the same γ.
 """
 
@@ -28,13 +28,12 @@ REPO = HERE.parents[1]
 MLP = {"model": {"name": "mlp", "options": {"hidden": [32]}}}
 ONE_EPOCH = {"schedule": {"epochs": 1, "milestones": [1]}, "eval": {"test_every_epoch": False}}
 META = deep_merge(TINY, {**MLP, **ONE_EPOCH, "loss": {"name": "focal"}, "run": {"max_steps_per_epoch": 6},
-                         "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece", "backend": "jvp",
-                                  "lr": 0.01}})
+                         "learner": "gamma_net", "meta": {"objective": "sece", "backend": "jvp", "lr": 0.01}})
 PLAIN = deep_merge(TINY, {**MLP, **ONE_EPOCH, "loss": {"name": "ce"}, "run": {"max_steps_per_epoch": 5}})
 AUTO = deep_merge(TINY, {**MLP, **ONE_EPOCH, "loss": {"name": "focal", "params": {"gamma": 1.0}},
                          "run": {"max_steps_per_epoch": 6},
-                         "meta": {"enabled": True, "learner": "auto", "lr": 1.0, "gamma_net": {"init_gamma": 1.0},
-                                  "controller": {"updates_per_epoch": 3, "band": 0.0}}})
+                         "learner": "auto", "auto": {"first_step": 1.0, "start": 1.0, "updates_per_epoch": 3,
+                                                     "band": 0.0}})
 
 
 def write(path: Path, data: dict) -> Path:
@@ -102,7 +101,7 @@ def test_plain_steps_match_single_process_with_same_global_batch(two_process_run
 
 @pytest.mark.slow
 def test_automatic_gamma_is_one_value_on_every_rank(two_process_runs):
-    """meta.learner=auto: each rank measures its half of meta-val; the summed gap gives both the same γ."""
+    """learner auto: each rank measures its half of meta-val; the summed gap gives both the same γ."""
     out = two_process_runs / "out" / "auto"
     r0, r1 = load(out / "rank0.pt"), load(out / "rank1.pt")
     assert int(r0["auto.updates"]) == int(r1["auto.updates"]) == 3

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from train_tiny import read_metrics
 
 META = {"loss": {"name": "focal"}, "model": {"name": "mlp", "options": {"hidden": [32]}},
-        "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece", "backend": "jvp"},
+        "learner": "gamma_net", "meta": {"objective": "sece", "backend": "jvp"},
         "schedule": {"epochs": 3, "milestones": [2]}}
 
 
@@ -25,7 +25,7 @@ def final_state(run_dir):
 @pytest.mark.parametrize("method", ["flgamma_sece", "adafocal"])
 def test_resume_matches_uninterrupted_run(method, write_config, run_cli, tmp_path):
     overrides = META if method == "flgamma_sece" else {**META, "loss": {"name": "adafocal"},
-                                                       "meta": {"enabled": False}}
+                                                       "learner": None}
     config = write_config(method, overrides)
     full, part = tmp_path / "full", tmp_path / "part"
     assert run_cli(["--config", config, "--run-dir", full])[0] == 0

@@ -33,7 +33,7 @@ BASE = {"model": {"name": "mlp", "options": {"hidden": [32]}}, "schedule": {"epo
         "logging": {"tensorboard": False}, "run": {"checkpoint_every_steps": 4}}
 SETUPS = {
     "flgamma_sece": {"loss": {"name": "focal"},
-                     "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece", "backend": "jvp"}},
+                     "learner": "gamma_net", "meta": {"objective": "sece", "backend": "jvp"}},
     "mixup": {"loss": {"name": "mixup", "params": {"alpha": 1.0}}},
     "adafocal": {"loss": {"name": "adafocal"}},
 }

@@ -28,11 +28,11 @@ def test_yaml_words_stay_text(word):
 
 def test_free_form_options_keep_the_words_and_bool_keys_still_convert(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("data: {name: mnist1d}\nmodel: {name: mlp, options: {mode: off}}\nmeta: {enabled: no}\n"
+    path.write_text("data: {name: mnist1d}\nmodel: {name: mlp, options: {mode: off}}\nauto: {reconfirm: no}\n"
                     "run: {mixed_precision: no, cpu: yes}\n")
     cfg = load_config(path)
     assert cfg.model.options == {"mode": "off"} and cfg.run.mixed_precision == "no"
-    assert cfg.meta.enabled is False and cfg.run.cpu is True
+    assert cfg.auto.reconfirm is False and cfg.run.cpu is True
     cfg = load_config(path, ["run.mixed_precision=bf16", "run.cpu=no", "model.options.mode=on"])
     assert cfg.run.mixed_precision == "bf16" and cfg.run.cpu is False and cfg.model.options == {"mode": "on"}
     assert load_config(path, ["run.mixed_precision=no"]).run.mixed_precision == "no"

@@ -26,9 +26,9 @@ METHODS = {
     "adafocal": {"loss": {"name": "adafocal"}},
     "mixup": {"loss": {"name": "mixup", "params": {"alpha": 1.0}}},
     "ce_dece": {"loss": {"name": "ce_learnable_l2"},
-                "meta": {"enabled": True, "learner": "loss", "objective": "dece"}},
+                "learner": "loss", "meta": {"objective": "dece"}},
     "flgamma_sece": {"loss": {"name": "focal"},
-                     "meta": {"enabled": True, "learner": "gamma_net", "objective": "sece", "backend": "jvp"}},
+                     "learner": "gamma_net", "meta": {"objective": "sece", "backend": "jvp"}},
 }
 
 

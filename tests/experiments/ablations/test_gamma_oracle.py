@@ -81,8 +81,8 @@ def test_regime_configs(regime, options):
         cfg = load_config(CONFIGS / regime / f"{stem}.yaml")
         assert (cfg.data.options, cfg.run.method) == (options, stem)
     shift = load_config(CONFIGS / regime / "auto_gamma_shift.yaml")
-    assert shift.meta.controller["measure_on"] == ["meta_val", "val", "meta_val_shifted", "val_shifted"]
-    assert shift.meta.controller["sample"] == load_config(CONFIGS / regime / "auto_gamma.yaml").meta.controller["sample"]
+    assert shift.auto.measure_on == ["meta_val", "val", "meta_val_shifted", "val_shifted"]
+    assert shift.auto.sample == load_config(CONFIGS / regime / "auto_gamma.yaml").auto.sample
 
 
 def test_cli_bad_regime_and_seeds_exit_2(tmp_path, capsys):
