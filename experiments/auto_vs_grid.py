@@ -24,7 +24,7 @@ from pathlib import Path
 
 from metacal.metrics import overconfidence
 from metacal.report.labels import method_label
-from metacal.run_layout import Run, read_run
+from metacal.run_layout import Run, read_run, read_sweep_command
 from metacal.report.paired import interval_text, paired_diff, resolved_text
 
 OTHERS = ("adafocal", "dual_focal")
@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
              "", "Runs made by:", ""]
     folders = [args.sweep] + [Path(folder).parent for _, folder in autos if Path(folder).parent != args.sweep]
     for folder in dict.fromkeys(folders):
-        made = folder / "sweep_command.txt"
-        lines.append(f"- `{made.read_text().strip()}`" if made.is_file() else f"- `{folder}` (no sweep_command.txt)")
+        made = read_sweep_command(folder)
+        lines.append(f"- `{made}`" if made is not None else f"- `{folder}` (no sweep_command.txt)")
     lines += ["",
              "Per seed, the grid pick is the γ ∈ {" + ", ".join(f"{gammas[n]:g}" for n in grid) + "} (0: CE) with the "
              "lowest validation ECE: " + ", ".join(f"seed {s}: γ = {gammas[pick[s]]:g}" for s in seeds) + ".", "",

@@ -97,6 +97,16 @@ _SEED_DIR = re.compile(r"^seed(\d+)$")
 SWEEP_COMMAND_FILE = "sweep_command.txt"  # written by scripts/sweep.py into its --out, read by the report
 
 
+def read_sweep_command(root: str | Path) -> str | None:
+    """The command scripts/sweep.py recorded in ``root`` (None when it recorded none), in the current config keys:
+    a command saved before the automatic γ had its own section reads as the one that makes the same runs now
+    (metacal/train/renamed_keys.py)."""
+    from metacal.train.renamed_keys import upgrade_command
+
+    made = Path(root) / SWEEP_COMMAND_FILE
+    return upgrade_command(made.read_text(encoding="utf-8").strip()) if made.is_file() else None
+
+
 def is_finished(run_dir: str | Path) -> bool:
     """metacal.train wrote its last output: metrics.json has ``"finished": true``."""
     metrics = read_json(RunPaths(Path(run_dir)).metrics)

@@ -20,7 +20,7 @@ from metacal.report.claim import claim_markdown, oracle_per_seed, regime_sentenc
 from metacal.report.comparisons import paired_csv, paired_markdown
 from metacal.report.machine import machine_markdown
 from metacal.report.posthoc_columns import check_calibrators, describe
-from metacal.run_layout import SWEEP_COMMAND_FILE, Run, check_one_dataset, config_get, find_runs
+from metacal.run_layout import Run, check_one_dataset, config_get, find_runs, read_sweep_command
 from metacal.report.tables import csv_table, markdown_table
 
 BIN_COUNTS = (10, 20, 50, 100, 200, 500, 1000)
@@ -196,9 +196,8 @@ def _provenance(root: Path, runs: Sequence[Run], rows: Sequence[MethodRow], comm
              f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} on:", "",
              machine_markdown().rstrip(), "",
              f"Runs: `{root}` — {len(rows)} methods, {n_complete} complete runs of {len(runs)} run directories."]
-    sweep_cmd = root / SWEEP_COMMAND_FILE
-    if sweep_cmd.is_file():
-        lines += ["", "The runs were produced by:", "", "```", sweep_cmd.read_text(encoding="utf-8").strip(), "```"]
+    if (sweep_cmd := read_sweep_command(root)) is not None:
+        lines += ["", "The runs were produced by:", "", "```", sweep_cmd, "```"]
     return lines + [""]
 
 

@@ -14,7 +14,7 @@ from typing import Sequence
 from metacal.report.aggregate import MethodRow
 from metacal.report.labels import method_label, method_order
 from metacal.report.shift_rows import OOD, OOD_METRICS, key, leaf
-from metacal.run_layout import SWEEP_COMMAND_FILE, find_runs, read_json
+from metacal.run_layout import find_runs, read_json, read_sweep_command
 from metacal.shift_eval import OUT_DIR
 
 
@@ -68,8 +68,7 @@ def trained_classes(root: str | Path) -> list[int] | None:
 def ood_sweep_commands(root: str | Path, ood: str) -> list[str]:
     """The lines that regenerate the second sweep's files: its sweep command and its evaluation loop."""
     root = Path(root)
-    made = root / SWEEP_COMMAND_FILE
-    sweep = made.read_text(encoding="utf-8").strip() if made.is_file() else f"# {root}: sweep command not recorded"
+    sweep = read_sweep_command(root) or f"# {root}: sweep command not recorded"
     loop = (f'for r in {shlex.quote(str(root))}/*/seed*; do python -m metacal.evaluate "$r" --ood '
             f"{shlex.quote(ood)}; done")
     return [sweep, loop]

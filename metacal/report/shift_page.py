@@ -27,7 +27,7 @@ import numpy as np
 
 from metacal.report.aggregate import MethodRow
 from metacal.report.paired import LEVEL, compare, interval_text
-from metacal.run_layout import SWEEP_COMMAND_FILE
+from metacal.run_layout import SWEEP_COMMAND_FILE, read_sweep_command
 from metacal.report.shift_figures import sample_figures
 from metacal.report.shift_guide import paired_csv
 from metacal.report.shift_ood import load_ood_rows, ood_sweep_commands, parse_ood_sweep, trained_classes
@@ -160,8 +160,8 @@ def commands(root: Path, suite: str, ood: str | None, sweep_command: str | None,
              extra: Sequence[str] = ()) -> list[str]:
     """The block of commands that regenerate the page: sweep, evaluate loop, ``extra`` (a second OOD sweep's), this
     report."""
-    if sweep_command is None and (root / SWEEP_COMMAND_FILE).is_file():
-        sweep_command = (root / SWEEP_COMMAND_FILE).read_text(encoding="utf-8").strip()
+    if sweep_command is None:
+        sweep_command = read_sweep_command(root)
     loop = (f'for r in {shlex.quote(str(root))}/*/seed*; do python -m metacal.evaluate "$r" --shift '
             f"{shlex.quote(suite)}{' --ood ' + shlex.quote(ood) if ood else ''}; done")
     return ["Regenerate this page (numbers, CSV, figures): train the sweep, evaluate every run on the shift suite, "

@@ -48,13 +48,14 @@ class PlannedRun:
 
 
 def parse_overrides(overrides: Sequence[str]) -> list[str]:
-    """Validate ``k=v`` overrides; ``run.seed`` is rejected because the sweep sets it (use --seeds)."""
+    """Validate ``k=v`` overrides (the trainer's own parser: a ValueError naming the bad one); ``run.seed`` is
+    rejected because the sweep sets it (use --seeds)."""
+    from metacal.train.config import split_override
+
     out = []
     for item in overrides:
-        key, sep, _ = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        if key.strip() == "run.seed":
+        key, _ = split_override(item)
+        if key == "run.seed":
             raise ValueError("--set run.seed=... is not allowed in a sweep; give the seeds with --seeds")
         out.append(item)
     return out

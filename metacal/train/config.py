@@ -237,7 +237,8 @@ def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[s
         layers.append(load_file(path))
     layers.append(_parse_overrides(list(overrides)))
     merged = OmegaConf.merge(*layers)
-    if message := check_renamed(OmegaConf.to_container(merged), list(overrides)):  # type: ignore[arg-type]
+    keys = [split_override(item)[0] for item in overrides]
+    if message := check_renamed(OmegaConf.to_container(merged), keys):  # type: ignore[arg-type]
         raise ConfigError(message)
     cfg = build_config(merged)  # type: ignore[arg-type]
     check_section_overrides(cfg, overrides)

@@ -13,6 +13,8 @@ is read back (:func:`upgrade_saved`), so it evaluates, reports and resumes as be
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 from typing import Any, Mapping
 
 #: (old key, new key) of the automatic scalar's settings
@@ -29,9 +31,9 @@ def _get(data: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def check_renamed(merged: Mapping[str, Any], overrides: list[str]) -> str | None:
+def check_renamed(merged: Mapping[str, Any], override_keys: list[str]) -> str | None:
     """The one-line error for an old key in the merged files and overrides (``merged``, plain nested dicts) or among
-    the override keys; None when there is none. With ``learner: auto``, an override of ``meta.lr`` or
+    the overrides' keys (``optim.lr`` of ``optim.lr=0.05``); None when there is none. With ``learner: auto``, an override of ``meta.lr`` or
     ``meta.gamma_net.init_gamma`` (the γ-Net's settings, which a dataset's base.yaml may hold for its γ-Net methods)
     is refused with the ``auto`` key that now holds that meaning."""
     meta = merged.get("meta") if isinstance(merged.get("meta"), Mapping) else {}
@@ -47,13 +49,24 @@ def check_renamed(merged: Mapping[str, Any], overrides: list[str]) -> str | None
         return (f"config key 'meta.controller' is gone: the automatic scalar's settings are the section auto "
                 f"(here: {keys}; README.md, Changelog)")
     if merged.get("learner") == "auto":
-        for item in overrides:
-            key = item.partition("=")[0].strip()
+        for key in override_keys:
             for old, new in AUTO_KEYS:
                 if key == old or old.startswith(key + "."):
                     return (f"override '{key}' sets the γ-Net's {old}; with learner: auto use {new} (the automatic "
                             "scalar's own section; README.md, Changelog)")
     return None
+
+
+def upgrade_command(command: str) -> str:
+    """A sweep command recorded before the change, as the command that makes the same runs now: ``--set`` of
+    ``meta.controller.<key>`` becomes ``auto.<key>``, and where every config it names is an automatic-scalar method
+    (``auto_*.yaml``), ``meta.lr`` becomes ``auto.first_step`` and ``meta.gamma_net.init_gamma`` ``auto.start``."""
+    command = re.sub(r"(?<=[\s'\"])meta\.controller\.", "auto.", command)
+    configs = re.findall(r"\S+\.yaml", command)
+    if configs and all(Path(c.strip("'\"")).name.startswith("auto_") for c in configs):
+        for old, new in AUTO_KEYS:
+            command = re.sub(rf"(?<=[\s'\"]){re.escape(old)}=", f"{new}=", command)
+    return command
 
 
 def upgrade_saved(data: Mapping[str, Any]) -> dict[str, Any]:

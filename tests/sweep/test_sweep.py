@@ -82,7 +82,7 @@ def test_plan_skip_resume_start(grid):
 
 @pytest.mark.parametrize("configs, seeds, overrides, message", [
     (["ce.yaml"], [0], ["run.seed=3"], "not allowed in a sweep"),
-    (["ce.yaml"], [0], ["lr"], "expects key=value"),
+    (["ce.yaml"], [0], ["lr"], "must look like section.key=value"),
     (["ce.yaml"], [0, 0], [], "duplicate seeds"),
     (["missing.yaml"], [0], [], "config file not found"),
     (["ce.yaml", "sub/ce.yaml"], [0], [], "share the stem 'ce'"),
