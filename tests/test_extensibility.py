@@ -50,7 +50,7 @@ class AnnealTau(PlainStep):
             self.loss.tau += self.rate
         return out
 
-    def epoch_metrics(self):
+    def epoch_metrics(self, diagnostics=None):
         return {"tau": self.loss.tau}
 
     def checkpointables(self):

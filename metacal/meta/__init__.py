@@ -15,7 +15,8 @@ from metacal.registry import Registry
 from .step_context import StepContext, StepResult, Stepper
 from .gamma_net import OUTPUT_MAPS, GammaNet
 from .inner import GammaFocalInner, LearnableL2Inner, make_inner
-from .learner import BACKENDS, MetaLearner, PlainStep
+from .learner import BACKENDS, MetaLearner
+from .plain_step import PlainStep
 from .sgd_lookahead import lookahead_scales, step_coefficient
 
 #: the config key ``learner`` → the builder of that learner's :class:`Stepper`, called as

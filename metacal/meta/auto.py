@@ -34,7 +34,7 @@ from torch.utils.data import Dataset
 from metacal.distributed import average_over_processes
 
 from .step_context import StepResult
-from .learner import PlainStep
+from .plain_step import PlainStep
 from .gap_control import GapControl
 from .root_finder import SignRootFinder
 
@@ -169,7 +169,7 @@ class AutoScalar:
             self.measure_seconds += time.perf_counter() - started
         return out
 
-    def epoch_metrics(self) -> dict[str, float]:
+    def epoch_metrics(self, diagnostics: Mapping[str, torch.Tensor] | None = None) -> dict[str, float]:
         """The last update's numbers for the epoch's history line: ``auto_gamma_trained`` (the value the
         measured network trained with), ``auto_gamma`` (the value after the update), ``auto_gap`` … ``auto_decision``,
         ``auto_held`` and ``auto_at_limit`` (the root finder's counts of withheld moves so far), ``auto_max`` (the

@@ -18,18 +18,18 @@ the JVP through the unwrapped ``model``. The meta-val gradients v and the φ gra
 ranks (``average``), so every rank applies the same meta update, which is the exact hypergradient of
 the global batch: θ' uses the rank-averaged g, so dJ̄/dφ = mean_r ∂/∂φ[−η·c·v̄ᵀ g_r], v̄ = mean_r v_r.
 
-:class:`PlainStep` offers the same ``step(x, y) -> StepResult`` for runs without meta-learning.
+:class:`~metacal.meta.plain_step.PlainStep` offers the same ``step(x, y) -> StepResult`` for runs without meta-learning.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from metacal.distributed import average_over_processes, broadcast_from_main, world_size
+from metacal.distributed import average_over_processes, broadcast_from_main, mean_over_processes, world_size
 from metacal.objectives._inputs import check_targets
 from metacal.registry import unknown_name
 
@@ -65,43 +65,6 @@ def check_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, n
     k = head.out_features if isinstance(head, nn.Linear) else None
     n = inputs.shape[0] if isinstance(inputs, torch.Tensor) and inputs.dim() > 0 else 0
     check_targets(targets, n, k, name=f"{name} targets", rows=f"{name} inputs")
-
-
-class PlainStep:
-    """A training iteration without meta-learning: ``prepare_batch`` → forward → loss → backward → step."""
-
-    def __init__(self, model: nn.Module, loss: nn.Module, optimizer: Any,
-                 backward: Callable[[torch.Tensor], Any] | None = None, head: nn.Linear | None = None) -> None:
-        if getattr(loss, "needs_head_params", False) and head is None:
-            raise ValueError("this loss penalises the classifier head: pass head=model.classifier")
-        self.model, self.loss, self.optimizer, self.head = model, loss, optimizer, head
-        self.backward = backward if backward is not None else torch.Tensor.backward
-
-    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
-        check_batch(self.model, inputs, targets, "train")  # before mixup's generator or the model moves
-        inputs, extra = self.loss.prepare_batch(inputs, targets)
-        if getattr(self.loss, "needs_head_params", False):  # fixed learnable-L2 coefficients
-            extra.update(head_weight=self.head.weight, head_bias=self.head.bias)
-        loss = self.loss(self.model(inputs), targets, **extra).mean()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.backward(loss)
-        self.optimizer.step()
-        return StepResult(loss.detach())
-
-    def checkpointables(self) -> list[Any]:
-        return []
-
-    def epoch_metrics(self) -> dict[str, float]:
-        return {}
-
-    def per_sample_gamma(self) -> nn.Module | None:
-        return None
-
-    def set_read_check(self, check: Callable[[], None]) -> None:
-        """Nothing is read mid-epoch."""
-
-    def summary(self, history: list[dict[str, Any]], selected_epoch: int) -> dict[str, Any]:
-        return {}
 
 
 class MetaLearner:
@@ -231,6 +194,7 @@ class MetaLearner:
             self.trajectory.advance(self.ctx, before, inputs, targets)
             self.gamma_net.bias.grad = self.trajectory.hypergradient(self.ctx, meta_inputs, meta_targets)
             out.level_grad = self.trajectory.level_gradient(self.gamma_net.bias.grad.detach())
+            level = torch.as_tensor(out.level_grad).detach().reshape(())
         for p in self.meta_parameters:  # every rank must take part in the same collectives
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -239,6 +203,11 @@ class MetaLearner:
         if self.max_meta_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.meta_parameters, self.max_meta_grad_norm)
         self.meta_optimizer.step()
+        if out.gamma_grad is not None:  # dJ/dδ for a global offset γ_i + δ: < 0 asks for a larger γ
+            out.diagnostics["dJ_dgamma_offset"] = out.gamma_grad.detach().sum()
+        out.diagnostics["meta_grad_norm"] = out.meta_grad_norm.detach().reshape(())
+        if before is not None:  # the same signal for the γ level through the whole trajectory (meta.horizon)
+            out.diagnostics["dJ_dlevel"] = level
         return out
 
     def _regrouped(self, saved: dict[str, Any]) -> dict[str, Any]:
@@ -256,8 +225,27 @@ class MetaLearner:
                  if old_index[id(p)] in saved["state"]}
         return {"state": state, "param_groups": self.meta_optimizer.state_dict()["param_groups"]}
 
-    def epoch_metrics(self) -> dict[str, float]:
-        return {}
+    def epoch_metrics(self, diagnostics: Mapping[str, torch.Tensor] | None = None) -> dict[str, float]:
+        """The epoch's meta steps (``meta_steps``, counted where γ has a hypergradient) and their "raise γ?" signal,
+        each a mean over the processes: ``meta_dgamma`` (mean dJ/dδ), ``raise_gamma_frac`` (the share with
+        dJ/dδ < 0), ``meta_grad_norm`` (mean ‖dJ/dφ‖); with ``meta.horizon: trajectory`` also ``raise_level_frac``
+        (the share of steps whose trajectory hypergradient of the γ level asks for a larger γ)."""
+        diagnostics = diagnostics or {}
+        device = self.meta_parameters[0].device
+
+        def mean(value: float) -> float:
+            return mean_over_processes(value, device)
+
+        out: dict[str, float] = {}
+        offsets = diagnostics.get("dJ_dgamma_offset")
+        if offsets is not None and len(offsets):
+            out.update(meta_steps=len(offsets), meta_dgamma=mean(float(offsets.mean())),
+                       raise_gamma_frac=mean(float((offsets < 0).double().mean())),
+                       meta_grad_norm=mean(float(diagnostics["meta_grad_norm"].mean())))
+        level = diagnostics.get("dJ_dlevel")
+        if level is not None and len(level):
+            out["raise_level_frac"] = mean(float((level < 0).double().mean()))
+        return out
 
     def per_sample_gamma(self) -> nn.Module | None:
         return self.gamma_net

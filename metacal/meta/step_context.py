@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Mapping, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -56,6 +56,9 @@ class StepResult:
     # an update of the automatic scalar (metacal.meta.auto): its new value, the gap ĝ, its SE s, the band k·s,
     # the step σ and the decision (+1 raise, −1 lower, 0 hold); None on every other iteration
     control: dict[str, float] | None = None
+    # the learner's own named 0-dim diagnostics of this iteration, in the order it logs them: the trainer writes
+    # them per step (TensorBoard) and hands each one's values of the epoch back to the learner's epoch_metrics
+    diagnostics: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -67,8 +70,9 @@ class Stepper(Protocol):
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
         """One training iteration on a batch."""
 
-    def epoch_metrics(self) -> dict[str, float]:
-        """The learner's own numbers for the epoch's history line ({} for none)."""
+    def epoch_metrics(self, diagnostics: Mapping[str, torch.Tensor] | None = None) -> dict[str, float]:
+        """The learner's own numbers for the epoch's history line ({} for none), from ``diagnostics``: every value
+        of each of its :attr:`StepResult.diagnostics` this epoch on this process (a 1-d CPU tensor per name)."""
 
     def checkpointables(self) -> list[Any]:
         """Objects with state_dict/load_state_dict that a checkpoint must hold besides network and optimiser."""

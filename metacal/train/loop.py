@@ -172,15 +172,8 @@ def train_epoch(run: TrainingRun, epoch: int) -> tuple[float, dict[str, float], 
     if epoch_gamma is not None:
         train_m.update(gamma_mean=float(epoch_gamma.mean()), gamma_std=float(epoch_gamma.std(unbiased=False)),
                        gamma_max=float(epoch_gamma.max()))
-    if acc.offset_grads:  # the meta step's "raise γ?" signal: dJ/dδ < 0 asks for a larger global γ
-        offsets = host_values(acc.offset_grads)
-        train_m.update(meta_steps=len(acc.offset_grads), meta_dgamma=mean(float(offsets.mean())),
-                       raise_gamma_frac=mean(float((offsets < 0).double().mean())),
-                       meta_grad_norm=mean(float(host_values(acc.meta_grad_norms).mean())))
-    train_m.update(run.stepper.epoch_metrics())  # the automatic scalar's last update (metacal/meta/auto.py)
-    if acc.level_grads:  # the same signal for the γ level through the whole trajectory (meta.horizon)
-        level = host_values(acc.level_grads)
-        train_m.update(raise_level_frac=mean(float((level < 0).double().mean())))
+    # the learner's own numbers, from its per-step diagnostics of the epoch (one host read per name)
+    train_m.update(run.stepper.epoch_metrics({name: host_values(v) for name, v in acc.diagnostics.items()}))
     return t0, train_m, epoch_gamma
 
 
@@ -230,19 +223,15 @@ def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, f
 
 
 def _accumulate(acc: EpochProgress, out: StepResult) -> None:
-    """Add one iteration's report to the epoch's running sums (γ per sample, meta-step diagnostics), on the
+    """Add one iteration's report to the epoch's running sums (γ per sample, the learner's diagnostics), on the
     device: the float64 sums equal the Python float sums of the values read one by one."""
     acc.loss_sum, acc.count = acc.loss_sum + _summand(out.loss), acc.count + 1
     if out.meta_objective is not None:
         acc.meta_sum, acc.meta_count = acc.meta_sum + _summand(out.meta_objective), acc.meta_count + 1
     if out.gamma is not None:
         acc.gammas.append(out.gamma.detach().float().reshape(-1))
-    if out.gamma_grad is not None:
-        acc.offset_grads.append(out.gamma_grad.detach().sum())
-    if out.meta_grad_norm is not None:
-        acc.meta_grad_norms.append(out.meta_grad_norm.detach().reshape(()))
-    if out.level_grad is not None:
-        acc.level_grads.append(torch.as_tensor(out.level_grad).detach().reshape(()))
+    for name, value in out.diagnostics.items():
+        acc.diagnostics.setdefault(name, []).append(value.detach().reshape(()))
 
 
 def _summand(value: torch.Tensor) -> torch.Tensor | float:

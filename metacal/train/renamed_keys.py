@@ -22,15 +22,6 @@ AUTO_KEYS = (("meta.lr", "auto.first_step"), ("meta.gamma_net.init_gamma", "auto
 CHOOSE = "the top-level key learner (learner: gamma_net, loss or auto; absent: plain training)"
 
 
-def _get(data: Mapping[str, Any], key: str) -> Any:
-    node: Any = data
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def check_renamed(merged: Mapping[str, Any], override_keys: list[str]) -> str | None:
     """The one-line error for an old key in the merged files and overrides (``merged``, plain nested dicts) or among
     the overrides' keys (``optim.lr`` of ``optim.lr=0.05``); None when there is none. With ``learner: auto``, an override of ``meta.lr`` or

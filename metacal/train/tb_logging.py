@@ -56,12 +56,7 @@ class TBLogger:
         values = {"meta_objective": out.meta_objective}
         if out.gamma is not None:
             values.update(gamma_mean=out.gamma.mean(), gamma_max=out.gamma.max())
-        if out.gamma_grad is not None:
-            values["dJ_dgamma_offset"] = out.gamma_grad.sum()
-        if out.meta_grad_norm is not None:
-            values["meta_grad_norm"] = out.meta_grad_norm
-        if out.level_grad is not None:
-            values["dJ_dlevel"] = out.level_grad
+        values.update(out.diagnostics)  # the learner's own, e.g. dJ_dgamma_offset, meta_grad_norm, dJ_dlevel
         device = out.meta_objective.device
         dtype = torch.float32 if device.type == "mps" else torch.float64  # exact for the float32 values
         stacked = torch.stack([torch.as_tensor(v).detach().to(device, dtype).reshape(())

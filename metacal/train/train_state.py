@@ -50,10 +50,8 @@ class EpochProgress:
     meta_count: int = 0
     gammas: list[torch.Tensor] = field(default_factory=list)
     elapsed: float = 0.0  # seconds spent in this epoch before a resume
-    # meta-step diagnostics, one value per meta step: dJ/dδ (global γ offset) and ‖dJ/dφ‖
-    offset_grads: list[Value] = field(default_factory=list)
-    meta_grad_norms: list[Value] = field(default_factory=list)
-    level_grads: list[Value] = field(default_factory=list)  # dJ/db through the trajectory (meta.horizon)
+    # the learner's per-step diagnostics by name (metacal.meta.StepResult.diagnostics), one value per step that had it
+    diagnostics: dict[str, list[Value]] = field(default_factory=dict)
 
     def gamma_values(self) -> torch.Tensor | None:
         """The γ of every sample so far, on the device of the newest (None before any)."""
@@ -66,15 +64,22 @@ class EpochProgress:
         gammas = self.gamma_values()
         return {"loss_sum": float(self.loss_sum), "meta_sum": float(self.meta_sum), "count": self.count,
                 "meta_count": self.meta_count, "gammas": torch.empty(0) if gammas is None else gammas.cpu(),
-                "elapsed": elapsed, "offset_grads": host_list(self.offset_grads),
-                "meta_grad_norms": host_list(self.meta_grad_norms), "level_grads": host_list(self.level_grads)}
+                "elapsed": elapsed, "diagnostics": {k: host_list(v) for k, v in self.diagnostics.items()}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EpochProgress":
         gammas = [d["gammas"]] if d["gammas"].numel() else []
+        diagnostics = {k: list(v) for k, v in d.get("diagnostics", {}).items()}
+        for old, name in LEGACY_DIAGNOSTICS:  # a checkpoint taken before the learner named its diagnostics
+            if d.get(old):
+                diagnostics[name] = list(d[old])
         return cls(float(d["loss_sum"]), float(d["meta_sum"]), int(d["count"]), int(d["meta_count"]), gammas,
-                   float(d["elapsed"]), list(d.get("offset_grads", [])), list(d.get("meta_grad_norms", [])),
-                   list(d.get("level_grads", [])))
+                   float(d["elapsed"]), diagnostics)
+
+
+#: the γ-Net meta step's diagnostics as mid-epoch checkpoints stored them before they were named by the learner
+LEGACY_DIAGNOSTICS = (("offset_grads", "dJ_dgamma_offset"), ("meta_grad_norms", "meta_grad_norm"),
+                      ("level_grads", "dJ_dlevel"))
 
 
 def host_list(values: list[Value]) -> list[float]:

@@ -58,3 +58,24 @@ def test_each_learner_writes_its_own_metrics_sections():
     assert record["selected"] == history[0]["train"]["auto_gamma_trained"] == 1.0
     assert record["final"] == history[1]["train"]["auto_gamma"] == loss.gamma
     assert PlainStep(model, loss, opt).summary(history, 1) == {}
+
+
+def test_the_meta_learner_reads_its_epoch_from_its_own_step_diagnostics():
+    """A meta step names its diagnostics; epoch_metrics reduces each one's values of the epoch by hand-derived
+    formulas: dJ/dδ of −1, 2, −3 → 3 meta steps, mean −2/3, two of three ask for a larger γ."""
+    from metacal import models, objectives
+    from metacal.meta import GammaNet
+
+    torch.manual_seed(0)
+    model = models.build("mlp", num_classes=3, in_channels=1, input_shape=(1, 4), hidden=[8])
+    learner = MetaLearner(model, torch.optim.SGD(model.parameters(), lr=0.1), objectives.build("sece"),
+                          gamma_net=GammaNet(model.feature_dim, num_heads=3))
+    x, y = torch.randn(16, 1, 4), torch.randint(0, 3, (16,))
+    out = learner.step(x, y, (x, y))
+    assert list(out.diagnostics) == ["dJ_dgamma_offset", "meta_grad_norm"]
+    assert float(out.diagnostics["dJ_dgamma_offset"]) == float(out.gamma_grad.sum())
+    metrics = learner.epoch_metrics({"dJ_dgamma_offset": torch.tensor([-1.0, 2.0, -3.0]),
+                                     "meta_grad_norm": torch.tensor([1.0, 3.0, 5.0])})
+    assert metrics == {"meta_steps": 3, "meta_dgamma": torch.tensor(-2 / 3).item(), "raise_gamma_frac": 2 / 3,
+                       "meta_grad_norm": 3.0}
+    assert learner.epoch_metrics({}) == {} and learner.epoch_metrics() == {}
