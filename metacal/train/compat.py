@@ -23,7 +23,7 @@ from .config import Config, ConfigError, build_config, flatten, learner_section,
 from .renamed_keys import upgrade_saved
 
 FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "model.freeze", "loss.name",
-         "loss.params", "learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size", "auto.start",
+         "loss.params", "learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size",
          "optim.name", "optim.backbone_lr_scale", "schedule.name", "run.seed", "run.mixed_precision")
 FIXED_MID_EPOCH = ("data.batch_size", "run.max_steps_per_epoch")
 
