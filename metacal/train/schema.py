@@ -79,8 +79,8 @@ class MetaConfig:
     max_backbone_grad_norm: Optional[float] = None  # clip the backbone's gradient in meta runs (total norm)
     optimizer: str = "adam"  # adam | sgd
     # 1e-4, not Bohdal et al.'s 1e-3: with τ = 0.01 an Adam step of 1e-3 on the γ-Net's bias moves γ by 0.1
-    # per iteration and the one-step γ-Net runs away (max γ 22 already at 3e-4 on the over-confident MNIST-1D
-    # regime, docs/ablations/meta_signal.md);
+    # per iteration and the one-step γ-Net runs away on the over-confident MNIST-1D regime (measured in
+    # docs/ablations/meta_signal.md);
     # every shipped config uses this value except the trajectory method, whose restoring signal takes 1e-3
     lr: float = 1e-4
     weight_decay: float = 0.0
