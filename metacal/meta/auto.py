@@ -72,8 +72,8 @@ class AutoSettings:
 MEASURABLE = ("meta_val", "val", "meta_val_shifted", "val_shifted")
 
 
-def build_finder(settings: AutoSettings, loss: nn.Module, loss_name: str
-                           ) -> tuple[SignRootFinder, tuple[str, ...]]:
+def build_finder(settings: AutoSettings, loss: nn.Module,
+                 loss_name: str) -> tuple[SignRootFinder, tuple[str, ...]]:
     """The root finder the ``auto`` section gives ``loss``'s confidence scalar, and ``measure_on`` as a tuple of
     split names; a bad setting is a one-line ValueError naming its config key."""
     knob = getattr(loss, "confidence_knob", None)

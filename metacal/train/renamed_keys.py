@@ -24,9 +24,9 @@ CHOOSE = "the top-level key learner (learner: gamma_net, loss or auto; absent: p
 
 def check_renamed(merged: Mapping[str, Any], override_keys: list[str]) -> str | None:
     """The one-line error for an old key in the merged files and overrides (``merged``, plain nested dicts) or among
-    the overrides' keys (``optim.lr`` of ``optim.lr=0.05``); None when there is none. With ``learner: auto``, an override of ``meta.lr`` or
-    ``meta.gamma_net.init_gamma`` (the γ-Net's settings, which a dataset's base.yaml may hold for its γ-Net methods)
-    is refused with the ``auto`` key that now holds that meaning."""
+    the overrides' keys (``optim.lr`` of ``optim.lr=0.05``); None when there is none. With ``learner: auto``, an
+    override of ``meta.lr`` or ``meta.gamma_net.init_gamma`` (the γ-Net's settings, which a dataset's base.yaml may
+    hold for its γ-Net methods) is refused with the ``auto`` key that now holds that meaning."""
     meta = merged.get("meta") if isinstance(merged.get("meta"), Mapping) else {}
     if "enabled" in meta or "learner" in meta:
         old = "meta.learner" if "learner" in meta else "meta.enabled"
