@@ -76,13 +76,13 @@ def method_of_config(config: Mapping[str, Any], name: str | None = None) -> Meth
     loss = config.get("loss")
     if not isinstance(loss, Mapping) or "name" not in loss:
         return None
-    meta = config.get("meta") if isinstance(config.get("meta"), Mapping) else {}
+    from metacal.train.renamed_keys import upgrade_saved
+
+    config = upgrade_saved(config)  # a config.yaml saved before the learner had its own key
     learner = config.get("learner")
-    if "enabled" in meta:  # saved before the learner had its own key (metacal/train/renamed_keys.py)
-        learner = meta.get("learner", "gamma_net") if meta["enabled"] else None
     run = config.get("run") if isinstance(config.get("run"), Mapping) else {}
     name = name or run.get("method") or str(loss["name"])
-    section = config.get("auto") if learner == "auto" and "auto" in config else meta
+    section = config.get("auto" if learner == "auto" else "meta")
     return Method(name=str(name), loss=str(loss["name"]), loss_params=dict(loss.get("params") or {}),
                   learner=str(learner) if learner else NO_LEARNER,
                   learner_settings=dict(section) if learner and isinstance(section, Mapping) else {})

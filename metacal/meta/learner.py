@@ -194,7 +194,6 @@ class MetaLearner:
             self.trajectory.advance(self.ctx, before, inputs, targets)
             self.gamma_net.bias.grad = self.trajectory.hypergradient(self.ctx, meta_inputs, meta_targets)
             out.level_grad = self.trajectory.level_gradient(self.gamma_net.bias.grad.detach())
-            level = torch.as_tensor(out.level_grad).detach().reshape(())
         for p in self.meta_parameters:  # every rank must take part in the same collectives
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -206,8 +205,8 @@ class MetaLearner:
         if out.gamma_grad is not None:  # dJ/dδ for a global offset γ_i + δ: < 0 asks for a larger γ
             out.diagnostics["dJ_dgamma_offset"] = out.gamma_grad.detach().sum()
         out.diagnostics["meta_grad_norm"] = out.meta_grad_norm.detach().reshape(())
-        if before is not None:  # the same signal for the γ level through the whole trajectory (meta.horizon)
-            out.diagnostics["dJ_dlevel"] = level
+        if out.level_grad is not None:  # the same signal for the γ level through the whole trajectory (meta.horizon)
+            out.diagnostics["dJ_dlevel"] = torch.as_tensor(out.level_grad).detach().reshape(())
         return out
 
     def _regrouped(self, saved: dict[str, Any]) -> dict[str, Any]:
