@@ -3,7 +3,7 @@ data moves? Markdown tables, a CSV of every cell and PNG figures, from a sweep w
 ``python -m metacal.evaluate RUN --shift SUITE [--ood SET]`` (rows: :mod:`metacal.report.shift_rows`).
 
     python scripts/shift_report.py SWEEP --suite SUITE --out docs/results/NAME.md [--ood SET] [--seeds 0 1 2]
-                                   [--ood-sweep OTHER_SWEEP:SET]
+                                   [--methods ce focal2 ...] [--ood-sweep OTHER_SWEEP:SET]
                                    [--sweep-command "python scripts/sweep.py ..."] [--title TITLE]
 
 Every number on the page is computed here from the runs' files; the page starts with the commands that
@@ -27,7 +27,7 @@ import numpy as np
 
 from metacal.report.aggregate import MethodRow
 from metacal.report.paired import LEVEL, compare, interval_text
-from metacal.run_layout import SWEEP_COMMAND_FILE, read_sweep_command
+from metacal.run_layout import SWEEP_COMMAND_FILE, find_runs, read_sweep_command
 from metacal.report.shift_figures import sample_figures
 from metacal.report.shift_guide import paired_csv
 from metacal.report.shift_ood import load_ood_rows, ood_sweep_commands, parse_ood_sweep, trained_classes
@@ -172,19 +172,22 @@ def commands(root: Path, suite: str, ood: str | None, sweep_command: str | None,
 def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | None = None,
                      seeds: Sequence[int] | None = None, sweep_command: str | None = None,
                      command: str | None = None, title: str | None = None,
-                     discussion: str | Path | None = None, ood_sweep: str | None = None) -> ShiftPage:
+                     discussion: str | Path | None = None, ood_sweep: str | None = None,
+                     methods: Sequence[str] | None = None) -> ShiftPage:
     """Check every input, then write ``out`` (Markdown), ``out`` with .csv, ``<stem>_paired.csv``
     (:func:`metacal.report.shift_guide.paired_csv`, read by the method guide) and ``<stem>_*_vs_severity.png``;
     ``discussion`` (a Markdown file: the authors' reading of the numbers) is appended as the page's Discussion;
-    ``ood_sweep`` (``SWEEP:SET``) adds the OOD table of another sweep's runs (:mod:`metacal.report.shift_ood`)."""
+    ``ood_sweep`` (``SWEEP:SET``) adds the OOD table of another sweep's runs (:mod:`metacal.report.shift_ood`);
+    ``methods`` (the sweep's method directories) reports those only, and the page names the ones left out."""
     root, out = Path(root), Path(out)
     if out.suffix.lower() != ".md":
         raise ValueError(f"--out must name a Markdown file ending in .md, got {out}")
     if discussion is not None and not Path(discussion).is_file():
         raise FileNotFoundError(f"--discussion file not found: {discussion}")
-    evaluated = load(root, suite, ood, seeds)
+    evaluated = load(root, suite, ood, seeds, methods)
     other, other_set = parse_ood_sweep(ood_sweep) if ood_sweep else (None, None)
-    other_rows = load_ood_rows(other, other_set, seeds) if other else None
+    other_rows = load_ood_rows(other, other_set, seeds, methods) if other else None
+    left_out = sorted({r.method for r in find_runs(root)} - {e.run.method for e in evaluated}) if methods else []
     rows, picks = method_rows(evaluated)
     shift = evaluated[0].shift
     severities = [int(s) for s in shift["severities"]]
@@ -209,6 +212,9 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
               f"per-family cells of each run's shift/{suite}.json. Raw = the network's softmax; + TS = temperature "
               "scaling fitted by NLL on clean validation; CE + perturbation TS and CE + ensemble TS as in "
               "metacal/shift_eval.py.", ""]
+    if left_out:
+        lines += [f"Not on this page (`--methods`): {', '.join(left_out)}, whose runs are in `{root}` but were left "
+                  "out of the report.", ""]
     if picks is not None:
         lines += ["Grid pick: per seed, the run with the lowest validation ECE among CE and the fixed-γ focal "
                   "runs, raw — " + "; ".join(f"seed {s}: {label}" for s, label in picks.items()) + ".", ""]
@@ -270,6 +276,8 @@ def parse_args(argv: list[str], prog: str = PROG) -> argparse.Namespace:
     ap.add_argument("--ood-sweep", default=None, metavar="SWEEP:SET", help="add the OOD table of another sweep's runs "
                     "(e.g. trained on some classes, evaluated with --ood held_out_classes)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds to report (default: all found)")
+    ap.add_argument("--methods", nargs="+", default=None, metavar="METHOD",
+                    help="the sweep's method directories to report (default: all found)")
     ap.add_argument("--sweep-command", default=None, help="the command that trained the sweep, printed on the page "
                     f"(default: SWEEP/{SWEEP_COMMAND_FILE} when present)")
     ap.add_argument("--title", default=None, help="page title")
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     command = shlex.join([*shlex.split(prog), *argv])
     try:
         page = build_shift_page(args.root, args.suite, args.out, args.ood, args.seeds, args.sweep_command,
-                                command, args.title, args.discussion, args.ood_sweep)
+                                command, args.title, args.discussion, args.ood_sweep, args.methods)
     except (ValueError, FileNotFoundError) as exc:
         print(f"shift report: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -62,10 +62,12 @@ def _named(runs: Sequence[Run], root: Path, limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def load(root: str | Path, suite: str, ood: str | None = None, seeds: Sequence[int] | None = None) -> list[Evaluated]:
-    """Every run under ``root`` with its ``shift/<suite>.json`` (and ``shift/ood_<ood>.json``); a one-line
-    ValueError/FileNotFoundError for an unknown suite, no runs, a requested seed missing, runs lacking a file
-    (named), or runs evaluated on different families."""
+def load(root: str | Path, suite: str, ood: str | None = None, seeds: Sequence[int] | None = None,
+         methods: Sequence[str] | None = None) -> list[Evaluated]:
+    """Every run under ``root`` (of ``seeds`` and ``methods``, the sweep's directory names, when given) with its
+    ``shift/<suite>.json`` (and ``shift/ood_<ood>.json``); a one-line ValueError/FileNotFoundError for an unknown
+    suite, no runs, a requested seed or method missing, runs lacking a file (named), or runs evaluated on different
+    families."""
     from metacal.data.shift_suites import SHIFT_SUITES
     from metacal.registry import unknown_name
 
@@ -73,6 +75,12 @@ def load(root: str | Path, suite: str, ood: str | None = None, seeds: Sequence[i
         raise ValueError(unknown_name("shift suite", suite, SHIFT_SUITES.available()))
     root = Path(root)
     runs = find_runs(root)
+    if methods is not None:
+        unknown = sorted(set(methods) - {r.method for r in runs})
+        if unknown:
+            raise ValueError(f"--methods: no runs of {', '.join(unknown)} under {root}; found: "
+                             f"{', '.join(sorted({r.method for r in runs})) or 'none'}")
+        runs = [r for r in runs if r.method in set(methods)]
     if seeds is not None:
         runs = [r for r in runs if r.seed in set(seeds)]
     if not runs:

@@ -214,8 +214,28 @@ def test_launcher_seeds_and_under_confident(tmp_path):
     assert "No grid pick" in md and len(out.with_suffix(".csv").read_text().splitlines()) == 1 + 4 * 2 * 3 * 12
 
 
+def test_methods_reports_those_and_names_the_rest(tmp_path, page):
+    """--methods: a page of the methods whose runs are done while another's still train (its files missing); the
+    rows, grid pick and numbers are those of the full page, and the page names what it left out."""
+    root = make_sweep(tmp_path / "sweep")
+    (root / "auto_gamma" / "seed1" / "shift" / f"{SUITE}.json").unlink()
+    out = tmp_path / "p.md"
+    assert main([str(root), "--suite", SUITE, "--out", str(out), "--ood", "digits",
+                 "--methods", "ce", "focal", "focal2"]) == 0
+    md, full = out.read_text(), page[2]
+    assert "Not on this page (`--methods`): auto_gamma, whose runs are in" in md
+    heading = "## Test ECE against severity, mean over the held-out families"
+    kept = table(md, heading)
+    assert "Focal, auto γ" not in kept and "Focal, auto γ" in table(full, heading)
+    assert kept == {label: cells for label, cells in table(full, heading).items() if label in kept}
+    assert [line for line in md.splitlines() if line.startswith("Grid pick:")] == \
+        [line for line in full.splitlines() if line.startswith("Grid pick:")]
+    assert "--methods ce focal focal2" in md
+
+
 @pytest.mark.parametrize("case,needle", [
     ("empty", "no run directories"),
+    ("methods", "--methods: no runs of mbls under"),
     ("missing", "1 of 12 runs have no shift/corruptions.json: focal2/seed1"),
     ("suite", "unknown shift suite 'corruption'"),
     ("ood", "12 of 12 runs have no shift/ood_held_out_classes.json"),
@@ -234,7 +254,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, case, needl
     out = tmp_path / "docs" / "page.md"
     argv = [str(root), "--suite", "corruption" if case == "suite" else SUITE, "--out", str(out)]
     argv += {"ood": ["--ood", "held_out_classes"], "seeds": ["--seeds", "0", "5"],
-             "discussion": ["--discussion", str(tmp_path / "none.md")], "ood_sweep": ["--ood-sweep", str(root)],
+             "methods": ["--methods", "ce", "mbls"], "discussion": ["--discussion", str(tmp_path / "none.md")], "ood_sweep": ["--ood-sweep", str(root)],
              "ood_sweep_files": ["--ood-sweep", f"{root}:held_out_classes"]}.get(case, [])
     assert main(argv) == 2
     err = capsys.readouterr().err
