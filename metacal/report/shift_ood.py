@@ -29,9 +29,9 @@ def parse_ood_sweep(text: str) -> tuple[Path, str]:
 
 def load_ood_rows(root: str | Path, ood: str, seeds: Sequence[int] | None = None,
                   methods: Sequence[str] | None = None) -> list[MethodRow]:
-    """Per method of the sweep under ``root`` (of ``seeds`` and ``methods`` when given), a raw row and a + TS row of ``shift/ood_<ood>.json``'s numbers
-    (keys :func:`metacal.report.shift_rows.key` ``("ood", score, metric)``); a one-line error for no runs or runs
-    lacking the file (named)."""
+    """Per method of the sweep under ``root`` (of ``seeds`` and ``methods`` when given), a raw row and a + TS row
+    of ``shift/ood_<ood>.json``'s numbers (keys :func:`metacal.report.shift_rows.key` ``("ood", score, metric)``);
+    a one-line error for no runs or runs lacking the file (named)."""
     root = Path(root)
     runs = [r for r in find_runs(root) if (seeds is None or r.seed in set(seeds))
             and (methods is None or r.method in set(methods))]
