@@ -2,15 +2,19 @@
 
 In order (each a subprocess with its own time limit; about 6 minutes on one H100):
 
-1. every method family for one short epoch (``run.max_steps_per_epoch``) in fp32 and bf16: CE, focal, AdaFocal,
-   dual focal, FLγ-SECE (``jvp`` and ``higher``), FLγ-DECE, auto γ — the ResNet regime's configs;
-2. the same CE run under ``accelerate launch --num_processes 1``;
-3. SIGTERM during a run (exit 75, a checkpoint of the current step), then ``--resume`` (exit 0);
-4. scripts/bench_epoch.py and scripts/bench_meta_step.py.
+1. scripts/bench_meta_step.py, scripts/bench_epoch.py, the kernel count per step
+   (:mod:`experiments.benchmark.kernels`) and eager against CUDA-graph replay
+   (:mod:`experiments.benchmark.cuda_graphs`), alone on the machine (their numbers are timings);
+2. every method family for one short epoch (``run.max_steps_per_epoch``) in fp32 and bf16: CE, focal, AdaFocal,
+   dual focal, FLγ-SECE (``jvp`` and ``higher``), FLγ-DECE, auto γ — the ResNet regime's configs — and the CE
+   run under ``accelerate launch --num_processes 1``; these are pass/fail checks, run ``--jobs`` at a time;
+3. SIGTERM during a run (exit 75, a checkpoint of the current step), then ``--resume`` (exit 0).
 
 docs/performance_gpu.md gets the device's name (``torch.cuda.get_device_name``), each check's exit code and
-seconds, and the benchmarks' tables. Without CUDA it says so in one line and exits 0 (CI does not run it);
-``--dry-run`` prints the commands and loads every training config with its overrides (tests/test_gpu_check.py).
+seconds, the benchmarks' tables and the GPU targets (:func:`targets`). It is rewritten after every check, so a
+check cut short still leaves the ones before it on the page. Without CUDA it says so in one line and exits 0
+(CI does not run it); ``--dry-run`` prints the commands and loads every training config with its overrides
+(tests/test_gpu_check.py).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +39,8 @@ FAMILIES = (("ce", "ce", ()), ("focal", "focal", ()), ("adafocal", "adafocal", (
 PRECISIONS = ("no", "bf16")
 SHORT = ("schedule.epochs=1", "schedule.milestones=[]", "run.max_steps_per_epoch=30", "logging.progress_bar=false")
 EXIT_PREEMPTED = 75
+#: the checks whose last output line is a JSON result that the page renders
+BENCHMARKS = ("bench_meta_step", "bench_epoch", "kernels", "cuda_graphs")
 
 
 @dataclass
@@ -47,6 +54,7 @@ class Check:
     sigterm_after: float | None = None
     config: str | None = None  # the training config and overrides (for --dry-run's loading)
     overrides: list[str] = field(default_factory=list)
+    parallel: bool = False  # a pass/fail check that may share the machine with others
 
 
 def train_argv(config: str, run_dir: Path, overrides: list[str], resume: bool = False) -> list[str]:
@@ -59,26 +67,29 @@ def train_argv(config: str, run_dir: Path, overrides: list[str], resume: bool = 
 def checks(out: Path) -> list[Check]:
     """Every check, in order; run directories under ``out``."""
     python = sys.executable
-    found: list[Check] = []
+    found = [Check("bench_meta_step", [python, "scripts/bench_meta_step.py", "--reps", "15", "--no-write", "--json"],
+                   timeout=150.0),
+             Check("bench_epoch", [python, "scripts/bench_epoch.py", "--steps", "100", "--no-write", "--json"],
+                   timeout=240.0),
+             Check("kernels", [python, "-m", "experiments.benchmark.kernels", "--steps", "5", "--json"], timeout=180.0),
+             Check("cuda_graphs", [python, "-m", "experiments.benchmark.cuda_graphs", "--reps", "30", "--json"],
+                   timeout=120.0)]
     for name, stem, extra in FAMILIES:
         for precision in PRECISIONS:
             config, sets = f"{REGIME}/{stem}.yaml", [*SHORT, f"run.mixed_precision={precision}", *extra]
             found.append(Check(f"{name} {precision}", [python, *train_argv(config, out / f"{name}-{precision}", sets)],
-                               config=config, overrides=sets))
+                               config=config, overrides=sets, parallel=True))
     config = f"{REGIME}/ce.yaml"
     found.append(Check("accelerate launch --num_processes 1", [
         python, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no", *train_argv(config, out / "launch", list(SHORT))],
-        config=config, overrides=list(SHORT)))
-    long = ["schedule.epochs=2", "schedule.milestones=[]", "logging.progress_bar=false"]
+        config=config, overrides=list(SHORT), parallel=True))
+    # long enough that SIGTERM at 20 s lands mid-run on a fast GPU (an epoch of this regime takes a few seconds)
+    long = ["schedule.epochs=8", "schedule.milestones=[]", "logging.progress_bar=false"]
     found.append(Check("SIGTERM mid-run → 75", [python, *train_argv(config, out / "sigterm", long)],
-                       expect=EXIT_PREEMPTED, sigterm_after=25.0, config=config, overrides=long))
+                       expect=EXIT_PREEMPTED, sigterm_after=20.0, config=config, overrides=long))
     found.append(Check("--resume after SIGTERM → 0", [python, *train_argv(config, out / "sigterm", [], resume=True)],
                        timeout=240.0))
-    found.append(Check("bench_epoch", [python, "scripts/bench_epoch.py", "--steps", "100", "--no-write", "--json"],
-                       timeout=180.0))
-    found.append(Check("bench_meta_step", [python, "scripts/bench_meta_step.py", "--reps", "15", "--no-write",
-                                           "--json"], timeout=120.0))
     return found
 
 
@@ -108,23 +119,72 @@ def last_json(output: str) -> dict | None:
         return None
 
 
-def report(device: str, results: list[tuple[Check, int, float, str]]) -> str:
+#: the GPU targets: a CE epoch of the ResNet regime within this multiple of (steps × a bare CE step); FLγ-SECE's
+#: epoch within this multiple of CE's; the jvp meta step within this multiple of a focal step
+CE_OVER_BARE, FLGAMMA_OVER_CE, JVP_OVER_FOCAL = 1.25, 2.5, 2.5
+
+
+def targets(meta: dict | None, epoch: dict | None) -> list[str]:
+    """The GPU targets as lines of the page, from bench_meta_step's and bench_epoch's JSON (either may be missing).
+
+    An epoch here is the training loop (loader + step columns of bench_epoch, scaled to the full epoch); the
+    epoch-end evaluation is reported beside it but not counted, since the bare step has no counterpart to it."""
+    lines = []
+    rows = {r["method"]: r for r in (epoch or {}).get("rows", []) if "resnet" in r["config"]}
+    loop = {m: r["loader_s"] + r["step_s"] for m, r in rows.items()}
+    if meta and "ce" in rows:
+        bare = rows["ce"]["steps_per_epoch"] * meta["plain_s"]
+        ratio = loop["ce"] / bare
+        lines.append(f"- CE epoch of the ResNet regime: {loop['ce']:.2f} s of training loop (+ "
+                     f"{rows['ce']['other_s']:.2f} s evaluation) against {rows['ce']['steps_per_epoch']} × "
+                     f"{meta['plain_s'] * 1e3:.2f} ms bare step = {bare:.2f} s: {ratio:.2f}× "
+                     f"(target ≤ {CE_OVER_BARE}: {'met' if ratio <= CE_OVER_BARE else 'NOT met'})")
+    if "ce" in loop and "flgamma_sece" in loop:
+        ratio = loop["flgamma_sece"] / loop["ce"]
+        lines.append(f"- FLγ-SECE epoch / CE epoch (training loop): {loop['flgamma_sece']:.2f} / {loop['ce']:.2f} s "
+                     f"= {ratio:.2f}× (target ≤ {FLGAMMA_OVER_CE}: {'met' if ratio <= FLGAMMA_OVER_CE else 'NOT met'})")
+    if meta:
+        ratio = meta["ratio_to_focal"]["jvp"]
+        lines.append(f"- jvp meta step / focal step: {ratio:.2f}× (median over rounds of the paired ratio; target ≤ "
+                     f"{JVP_OVER_FOCAL}: {'met' if ratio <= JVP_OVER_FOCAL else 'NOT met'})")
+    return lines
+
+
+def report(device: str, results: list[tuple[Check, int, float, str]], jobs: int) -> str:
     import torch
 
     from .epoch_report import tables
 
     rows = [f"| {c.name} | {c.expect} | {code} | {seconds:.1f} | {'ok' if code == c.expect else 'FAILED'} |"
             for c, code, seconds, _ in results]
+    found = {c.name: last_json(out) for c, _, _, out in results if c.name in BENCHMARKS}
+    meta, epoch = found.get("bench_meta_step"), found.get("bench_epoch")
     text = [f"# GPU check\n\nGenerated by `python scripts/gpu_check.py` — do not edit by hand.\n\nDevice: {device}; "
             f"torch {torch.__version__}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.\n",
+            "## Targets\n", *(targets(meta, epoch) or ["- (the benchmarks have not run)"]), "",
+            f"## Checks\n\nThe benchmarks ran alone; the training checks ran {jobs} at a time, so their seconds "
+            "say that they finished, not how fast.\n",
             "| check | expected exit | exit | seconds | |", "|---|---:|---:|---:|---|", *rows]
-    for check, code, _, output in results:
-        found = last_json(output) if check.name.startswith("bench") else None
-        if check.name == "bench_epoch" and found:
-            text += ["", "## Epoch time (scripts/bench_epoch.py --steps 100)", "", tables(found)]
-        elif check.name == "bench_meta_step" and found:
-            text += ["", "## Meta step (scripts/bench_meta_step.py --reps 15)", "", "```",
-                     json.dumps(found, indent=1)[:4000], "```"]
+    if epoch:
+        text += ["", "## Epoch time (scripts/bench_epoch.py --steps 100)", "", tables(epoch)]
+    if found.get("kernels"):
+        counts = found["kernels"]
+        text += ["", f"## Operations per step ({counts['unit']}; python -m experiments.benchmark.kernels --steps 5)",
+                 "", "| step | per step |", "|---|---:|",
+                 *(f"| bench_meta_step {k} | {v:.0f} |" for k, v in counts["bench"].items()),
+                 *(f"| trainer {k} | {v:.0f} |" for k, v in counts["trainer"].items())]
+    if found.get("cuda_graphs"):
+        from .cuda_graphs import table as graphs_table
+
+        text += ["", "## Eager steps against CUDA-graph replay (python -m experiments.benchmark.cuda_graphs --reps 30)",
+                 "", "Medians in ms; the replay is the same step captured once (a bound on what graphs save).", "",
+                 graphs_table(found["cuda_graphs"]["steps"])]
+    if meta:
+        keep = ("plain_s", "focal_s", "meta_s", "ratio_to_focal", "higher_over_jvp", "reference_s",
+                "tangent_pass_focal", "trajectory_over_jvp", "hypergrad_rel_diff", "peak_mem_mb", "targets_met")
+        text += ["", "## Meta step (scripts/bench_meta_step.py --reps 15)", "",
+                 "Seconds are medians over rounds; ratios are medians of each round's ratio.", "", "```",
+                 json.dumps({k: meta[k] for k in keep if k in meta}, indent=1, ensure_ascii=False), "```"]
     return "\n".join(text) + "\n"
 
 
@@ -133,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the commands, load every config, run nothing")
     p.add_argument("--out", default="runs/gpu_check", help="directory of the check runs")
     p.add_argument("--output", default="docs/performance_gpu.md")
+    p.add_argument("--jobs", type=int, default=4, help="training checks run at a time (the benchmarks run alone)")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
     import torch
 
     todo = checks(Path(args.out))
@@ -148,13 +211,23 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA device here; nothing checked")
         return 0
-    device = torch.cuda.get_device_name()
-    results = []
-    for check in todo:
-        code, seconds, output = run(check)
+    device, output = torch.cuda.get_device_name(), Path(args.output)
+    results: list[tuple[Check, int, float, str]] = []
+
+    def record(check: Check, outcome: tuple[int, float, str]) -> None:
+        code, seconds, text = outcome
         print(f"{check.name}: exit {code} (expected {check.expect}), {seconds:.1f} s", flush=True)
         if code != check.expect:
-            print(output[-2000:], flush=True)
-        results.append((check, code, seconds, output))
-    Path(args.output).write_text(report(device, results))
+            print(text[-2000:], flush=True)
+        results.append((check, *outcome))
+        output.write_text(report(device, sorted(results, key=lambda r: todo.index(r[0])), args.jobs))
+
+    parallel = [c for c in todo if c.parallel]
+    for check in todo:
+        if check is parallel[0]:
+            with ThreadPoolExecutor(args.jobs) as pool:
+                for done, outcome in zip(parallel, pool.map(run, parallel)):
+                    record(done, outcome)
+        elif not check.parallel:
+            record(check, run(check))
     return 0 if all(code == c.expect for c, code, _, _ in results) else 1

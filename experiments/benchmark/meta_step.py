@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from metacal import models, objectives
 from metacal.losses import build as build_loss
 from metacal.meta import BACKENDS, GammaNet, MetaLearner
+from metacal.objectives._inputs import targets_in_range
 
 from .memory import SavedTensorMeter, reset_rss_peak, rss_mb
 
@@ -48,6 +49,10 @@ class Method:
         self.meta_opt = torch.optim.Adam(self.gamma_net.parameters(), lr=1e-3)
 
     def step(self) -> None:
+        with targets_in_range():  # as the trainer: labels checked once, no host read per step
+            self._step()
+
+    def _step(self) -> None:
         x, y, xm, ym = self.data
         if self.meta is not None:
             self.meta.step(x, y, (xm, ym))

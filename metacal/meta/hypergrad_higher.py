@@ -2,8 +2,14 @@
 
 Decision — the fast weights ARE the real update (the step is computed once, differentiably):
 
-1. ``innerloop_ctx(model, optimizer, copy_initial_weights=False)``; its DifferentiableSGD copies the
-   optimizer's momentum state and param groups (lr, momentum, dampening, nesterov, weight decay).
+1. ``higher.monkeypatch(model, copy_initial_weights=False)`` and ``higher.optim.get_diff_optim`` (what
+   ``innerloop_ctx`` does); the DifferentiableSGD copies the optimizer's momentum state and param groups (lr,
+   momentum, dampening, nesterov, weight decay). A forward set on the model *instance* — accelerate's
+   mixed-precision wrapper is one — is hidden while the functional copy is made: higher copies instance
+   attributes, so the copy would run that wrapper, which is bound to the real module and its weights, and no
+   fast weight would reach the loss. The copy's forwards run under ``ctx.autocast()`` instead, outputs in
+   float32 as accelerate's wrapper returns them
+   (half-precision outputs only; float64 stays float64).
 2. Train forward through the patched model (it holds its own clones of the BN buffers); their updated
    running statistics are written back to the real module right after this forward — the iteration's
    one and only running-stat update. The meta-val forward below then only touches the patched copies.
@@ -22,7 +28,11 @@ hypergradient.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
+from torch import nn
 
 from .step_context import StepContext, StepResult, accumulate_grads, differentiable_attention
 from .sgd_lookahead import clip_factor
@@ -37,9 +47,13 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
     names = [n for n, _ in model.named_parameters()]
     head = [names.index(n) if n is not None else None for n in ctx.head_names]
     clip = (lambda grads: _clip(grads, ctx.max_grad_norm)) if ctx.max_grad_norm is not None else None
-    with higher.innerloop_ctx(model, sgd, copy_initial_weights=False) as (fmodel, diffopt), differentiable_attention():
+    with _class_forward(model):
+        fmodel = higher.monkeypatch(model, copy_initial_weights=False)
+    diffopt = higher.optim.get_diff_optim(sgd, model.parameters(), fmodel=fmodel)
+    with differentiable_attention():
         # (1) train forward through the functional copy; its BN running statistics are the real ones
-        logits, features = fmodel(inputs, return_features=True)
+        with ctx.autocast():
+            logits, features = (_full(t) for t in fmodel(inputs, return_features=True))
         with torch.no_grad():
             patched = dict(fmodel.named_buffers())
             for name, buf in model.named_buffers():
@@ -56,13 +70,32 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
                 p.copy_(q)
         _write_momentum(sgd, diffopt)
         # (5) meta objective at θ' on the meta-val batch, differentiated w.r.t. φ only (and γ, a diagnostic)
-        objective = ctx.objective(fmodel(meta_inputs), meta_targets)
+        with ctx.autocast():
+            meta_logits = _full(fmodel(meta_inputs))
+        objective = ctx.objective(meta_logits, meta_targets)
         meta_params = [p for p in ctx.inner.meta_parameters() if p.requires_grad]
         with_gamma = torch.is_tensor(meta) and meta.requires_grad
         hyper = torch.autograd.grad(objective, meta_params + ([meta] if with_gamma else []), allow_unused=True)
     accumulate_grads(meta_params, hyper[:len(meta_params)])
     gamma = meta.detach() if torch.is_tensor(meta) else None
     return StepResult(loss.detach(), objective.detach(), gamma, hyper[-1].detach() if with_gamma else None)
+
+
+@contextmanager
+def _class_forward(model: nn.Module) -> Iterator[None]:
+    """Within: ``model.forward`` is its class's (an instance-level forward, e.g. accelerate's autocast
+    wrapper, is set aside and put back on exit)."""
+    wrapper = model.__dict__.pop("forward", None)
+    try:
+        yield
+    finally:
+        if wrapper is not None:
+            model.forward = wrapper
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """float32 for a half-precision output (an autocast forward's), any other tensor unchanged."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
 def _clip(grads, max_norm):

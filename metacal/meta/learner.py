@@ -23,6 +23,7 @@ the global batch: θ' uses the rank-averaged g, so dJ̄/dφ = mean_r ∂/∂φ[�
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Callable, Iterator, Mapping
 
 import torch
@@ -86,6 +87,8 @@ class MetaLearner:
         max_grad_norm / max_meta_grad_norm: optional total-norm clipping of backbone / meta gradients.
         backward: for the real loss (default ``Tensor.backward``; trainer: ``accelerator.backward``).
         forward_model: the module of the real train forward (a DDP wrapper); default ``model``.
+        autocast: a context for the mixed-precision forwards that ``model``'s own forward does not make itself
+            (trainer: ``accelerator.autocast``; the ``higher`` backend's functional copy needs it).
         average: in-place mean over processes of a list of tensors (default:
             :func:`metacal.distributed.average_over_processes`, a no-op in one process); applied to the
             meta-val gradients v and to φ's gradients.
@@ -115,6 +118,7 @@ class MetaLearner:
         average: Callable[[list[torch.Tensor]], None] = average_over_processes,
         horizon: str = "step",
         horizon_decay: float = 1.0,
+        autocast: Callable[[], Any] = nullcontext,
     ) -> None:
         if horizon not in HORIZONS:
             raise ValueError(unknown_name("meta horizon", horizon, HORIZONS))
@@ -149,7 +153,7 @@ class MetaLearner:
             model=model, forward_model=forward_model, sgd=unwrap_sgd(optimizer), optimizer=optimizer,
             inner=self.inner, objective=self.meta_objective,
             backward=backward if backward is not None else torch.Tensor.backward,
-            max_grad_norm=max_grad_norm, average=average)
+            max_grad_norm=max_grad_norm, average=average, autocast=autocast)
         self.trajectory = (TrajectoryHypergradient(model, gamma_net.bias, horizon_decay)
                            if horizon == "trajectory" else None)
 

@@ -103,6 +103,7 @@ class StepContext:
     backward: Callable[[torch.Tensor], None]
     max_grad_norm: float | None = None
     average: Callable[[list[torch.Tensor]], None] = lambda tensors: None  # mean over processes, in place
+    autocast: Callable[[], Any] = nullcontext  # mixed precision for forwards that bypass model.forward (higher)
     head_names: tuple[str, str | None] = field(init=False)
     slots: TensorSlots = field(init=False)
     recorder: PrimalRecorder = field(init=False)

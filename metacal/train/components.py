@@ -230,7 +230,7 @@ def build_meta(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
         meta_optimizer=meta_optimizer, meta_val=meta_val, ce_weight=m.ce_weight, every=m.every,
         max_grad_norm=m.max_backbone_grad_norm, max_meta_grad_norm=m.max_meta_grad_norm,
         backward=accelerator.backward, forward_model=model, horizon=m.horizon,
-        horizon_decay=m.horizon_decay)
+        horizon_decay=m.horizon_decay, autocast=accelerator.autocast)
 
 
 @LEARNERS.register("auto")
