@@ -4,9 +4,10 @@ CUDA graph (one capture of the whole step: forward, backward, optimizer step), o
     python -m experiments.benchmark.cuda_graphs [--reps 30] [--json]
 
 A step whose replay is much faster than its eager run spends its time launching kernels, not computing; that
-is the case for the small ResNet at batch 128 (experiments/benchmark/kernels.py counts the launches). A step
-that cannot be captured (a host read, a CPU-side branch on a tensor) is reported with the reason. The replayed
-step is the same arithmetic on static input buffers (the PyTorch "whole-network capture" recipe), so this
+is the case for the small ResNet at batch 128 (experiments/benchmark/kernels.py counts the launches). The
+captured meta step uses a capturable Adam for the γ-Net (:func:`capturable`; CUDA only). A step that cannot be
+captured (a host read, a CPU-side branch on a tensor) is reported with the reason. The replayed step is the same
+arithmetic on static input buffers (the PyTorch "whole-network capture" recipe), so this
 measures a bound on what graphs can save; the trainer does not use them.
 """
 
@@ -35,6 +36,15 @@ def median_ms(fn: Callable[[], None], reps: int) -> float:
         torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     return 1e3 * statistics.median(times)
+
+
+def capturable(method: Method) -> Method:
+    """``method`` with its γ-Net optimizer (Adam) made capturable: its step count lives on the device, so that
+    its step can be recorded in a graph (eager Adam keeps it on the host)."""
+    if method.meta is not None:
+        for group in method.meta.meta_optimizer.param_groups:
+            group["capturable"] = True
+    return method
 
 
 def capture(fn: Callable[[], None]) -> Callable[[], None]:
@@ -79,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             eager.step()
         row = {"eager_ms": median_ms(eager.step, args.reps)}
         try:
-            replay = capture(Method(name, model, gamma_net, objective, data).step)
+            replay = capture(capturable(Method(name, model, gamma_net, objective, data)).step)
             row["graph_ms"] = median_ms(replay, args.reps)
             row["speedup"] = row["eager_ms"] / row["graph_ms"]
         except Exception as error:  # noqa: BLE001 — the reason a step cannot be captured is the finding
