@@ -255,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         given = sys.argv[1:] if argv is None else argv
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         picture = args.out.with_name(args.out.stem + "_gamma.png")
         figure(Path(autos[0][1]), args.adafocal or args.sweep / "adafocal", picture, args.title or str(args.sweep))
         text += f"\n![γ per epoch]({picture.name})\n"

@@ -1,6 +1,6 @@
 """scripts/gpu_check.py: one command that checks a CUDA machine end to end and records what it measured.
 
-In order (each a subprocess with its own time limit; about 6 minutes on one H100):
+In order (each a subprocess with its own time limit; about 4 minutes on one H100):
 
 1. scripts/bench_meta_step.py, scripts/bench_epoch.py, the kernel count per step
    (:mod:`experiments.benchmark.kernels`) and eager against CUDA-graph replay
