@@ -83,7 +83,8 @@ def jvp_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_targets) 
     moved = [n for n, s in real.scales.items() if s != 0.0]
     objective = ctx.objective(meta_val_forward(ctx, meta_inputs), meta_targets)
     v = parameter_grads(ctx, objective, moved)
-    tangents = {n: v[n].mul(-real.scales[n]) for n in moved}
+    # t_p = −η_p·c_p·s·v_p, one multi-tensor multiply (one launch per group on a GPU, not one per parameter)
+    tangents = dict(zip(moved, torch._foreach_mul([v[n] for n in moved], [-real.scales[n] for n in moved])))
     logit_tangent = network_jvp(ctx, inputs, real.old_params, tangents, real.rng, ctx.recorder)
     ctx.recorder.clear()
     wn, bn = ctx.head_names

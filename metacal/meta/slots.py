@@ -1,7 +1,7 @@
 """Cheap, reversible substitution of a module's parameters/buffers (the lean core of functional_call).
 
 The meta backends run two extra forwards per iteration — the meta-val forward (real θ', scratch BN
-buffers) and the forward-mode JVP (old θ as dual tensors, scratch BN buffers). ``torch.func.functional_call``
+buffers) and the forward-mode JVP (old θ as dual tensors, scratch BN buffers; :meth:`TensorSlots.scratch_buffers`). ``torch.func.functional_call``
 re-resolves names, checks ties and builds accessors on every call (tens of ms of Python per step for a
 small ResNet); here the slots are resolved once and swapping is a few dict assignments.
 """
@@ -13,6 +13,8 @@ from typing import Iterator
 
 import torch
 from torch import nn
+
+from .replay import PLAIN_BATCHNORM
 
 
 class TensorSlots:
@@ -32,15 +34,30 @@ class TensorSlots:
                         continue
                     self.slots.setdefault(canonical[id(tensor)], []).append((store, leaf))
         self.buffer_names = [n for n, _ in model.named_buffers()]
+        # a plain BatchNorm's running statistics, by module: an extra train-mode forward needs no copy of them
+        self.norm_buffers = [
+            (module, [canonical[id(b)] for b in (module.running_mean, module.running_var, module.num_batches_tracked)
+                      if b is not None])
+            for module in model.modules()
+            if type(module) in PLAIN_BATCHNORM and module.track_running_stats
+        ]
 
-    def scratch_buffers(self) -> dict[str, torch.Tensor]:
-        """Clones of all buffers: extra train-mode forwards then use batch statistics and update these
-        copies, never the real running statistics (updated once per iteration, by the real forward)."""
+    def scratch_buffers(self) -> dict[str, torch.Tensor | None]:
+        """Buffers for an extra train-mode forward that must leave the real ones alone (the real running
+        statistics are updated once per iteration, by the real forward).
+
+        A plain BatchNorm in training mode gets ``None`` for its running statistics: it then normalises with
+        the batch statistics, as it would with copies, and updates nothing. One in eval mode keeps the real
+        ones, which it only reads. Every other buffer is a clone. (Copies of all buffers cost one kernel launch
+        each, per extra forward, on a GPU.)"""
         named = dict(self.model.named_buffers())
-        return {n: named[n].clone() for n in self.buffer_names}
+        out: dict[str, torch.Tensor | None] = {}
+        for module, names in self.norm_buffers:
+            out.update({n: None if module.training else named[n] for n in names})
+        return {n: out[n] if n in out else named[n].clone() for n in self.buffer_names}
 
     @contextmanager
-    def swapped(self, tensors: dict[str, torch.Tensor]) -> Iterator[None]:
+    def swapped(self, tensors: dict[str, torch.Tensor | None]) -> Iterator[None]:
         saved = []
         try:
             for name, tensor in tensors.items():

@@ -174,6 +174,15 @@ def frozen_meta_parameters(inner) -> Iterator[None]:
             p.requires_grad_(True)
 
 
+def copies(named: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Detached copies of the tensors, made by one multi-tensor copy (one kernel launch per group on a GPU
+    rather than one per tensor); the values are bit for bit those of ``t.clone()``."""
+    sources = [t.detach() for t in named.values()]
+    targets = [torch.empty_like(t) for t in sources]
+    torch._foreach_copy_(targets, sources)
+    return dict(zip(named, targets))
+
+
 def real_step(
     ctx: StepContext, inputs, targets, keep_old: bool, with_meta_graph: bool = True, recorder=None
 ) -> RealStep:
@@ -198,7 +207,7 @@ def real_step(
         s = float(torch.clamp(ctx.max_grad_norm / (norm + 1e-6), max=1.0))
     by_param = lookahead_scales(ctx.sgd)
     scales = {n: by_param.get(p, 0.0) * s for n, p in named.items()}
-    old = {n: p.detach().clone() for n, p in named.items()} if keep_old else {}
+    old = copies(named) if keep_old else {}
     optimizer.step()
     return RealStep(loss.detach(), logits.detach(), features.detach(), meta, old, scales, rng)
 
