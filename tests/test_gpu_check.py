@@ -75,7 +75,8 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     page = tmp_path / "performance_gpu.md"
     assert main(["--out", str(tmp_path / "runs"), "--output", str(page), "--jobs", "3"]) == 1  # focal bf16 failed
     todo = checks(tmp_path / "runs")
-    assert sorted(ran) == sorted(c.name for c in todo) and ran[:4] == ["bench_meta_step", "bench_epoch", "kernels", "cuda_graphs"]
+    assert sorted(ran) == sorted(c.name for c in todo)
+    assert ran[:4] == ["bench_meta_step", "bench_epoch", "kernels", "cuda_graphs"]
     text = page.read_text()
     assert "Device: Fake GPU" in text and "ran 3 at a time" in text
     assert "2.40 s of training loop" in text and "1.28× (target ≤ 1.25: NOT met)" in text

@@ -73,7 +73,8 @@ def table(steps: dict[str, dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.benchmark.cuda_graphs", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.benchmark.cuda_graphs",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = p.parse_args(argv)

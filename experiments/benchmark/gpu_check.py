@@ -141,8 +141,9 @@ def targets(meta: dict | None, epoch: dict | None) -> list[str]:
                      f"(target ≤ {CE_OVER_BARE}: {'met' if ratio <= CE_OVER_BARE else 'NOT met'})")
     if "ce" in loop and "flgamma_sece" in loop:
         ratio = loop["flgamma_sece"] / loop["ce"]
+        verdict = "met" if ratio <= FLGAMMA_OVER_CE else "NOT met"
         lines.append(f"- FLγ-SECE epoch / CE epoch (training loop): {loop['flgamma_sece']:.2f} / {loop['ce']:.2f} s "
-                     f"= {ratio:.2f}× (target ≤ {FLGAMMA_OVER_CE}: {'met' if ratio <= FLGAMMA_OVER_CE else 'NOT met'})")
+                     f"= {ratio:.2f}× (target ≤ {FLGAMMA_OVER_CE}: {verdict})")
     if meta:
         ratio = meta["ratio_to_focal"]["jvp"]
         lines.append(f"- jvp meta step / focal step: {ratio:.2f}× (median over rounds of the paired ratio; target ≤ "

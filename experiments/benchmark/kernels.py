@@ -80,7 +80,8 @@ def trainer_steps(device: torch.device, steps: int, methods=TRAINER_METHODS) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.benchmark.kernels", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.benchmark.kernels",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=5, help="steps counted per row")
     p.add_argument("--cpu", action="store_true", help="count on the CPU even where CUDA is available")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")

@@ -1,9 +1,10 @@
 """Cheap, reversible substitution of a module's parameters/buffers (the lean core of functional_call).
 
 The meta backends run two extra forwards per iteration — the meta-val forward (real θ', scratch BN
-buffers) and the forward-mode JVP (old θ as dual tensors, scratch BN buffers; :meth:`TensorSlots.scratch_buffers`). ``torch.func.functional_call``
-re-resolves names, checks ties and builds accessors on every call (tens of ms of Python per step for a
-small ResNet); here the slots are resolved once and swapping is a few dict assignments.
+buffers) and the forward-mode JVP (old θ as dual tensors, scratch BN buffers; see
+:meth:`TensorSlots.scratch_buffers`). ``torch.func.functional_call`` re-resolves names, checks ties and builds
+accessors on every call (tens of ms of Python per step for a small ResNet); here the slots are resolved once
+and swapping is a few dict assignments.
 """
 
 from __future__ import annotations
