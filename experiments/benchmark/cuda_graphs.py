@@ -17,12 +17,11 @@ import argparse
 import json
 import statistics
 import time
-from argparse import Namespace
 from typing import Callable
 
 import torch
 
-from .meta_step import Method, build_setup
+from .meta_step import Method, default_setup
 
 STEPS = ("plain", "focal", "floor", "jvp")
 
@@ -81,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("cuda_graphs: no CUDA device here; nothing measured")
         return 0
-    setup = Namespace(model="small_resnet", classes=10, size=28, batch=128, meta_batch=128, objective="sece")
-    model, gamma_net, objective, data = build_setup(setup, torch.device("cuda"))
+    model, gamma_net, objective, data = default_setup(torch.device("cuda"))
     result = {}
     for name in STEPS:
         eager = Method(name, model, gamma_net, objective, data)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from argparse import Namespace
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +26,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from .meta_step import Method, build_setup
+from .meta_step import Method, default_setup
 
 STEPS = ("plain", "focal", "jvp", "higher", "head")
 REGIME = "configs/fashion_mnist_resnet_overconfident"
@@ -51,8 +50,7 @@ def count(fn: Callable[[], None], calls: int, device: torch.device) -> float:
 
 def bench_steps(device: torch.device, steps: int) -> dict[str, float]:
     """Operations per step of each of :data:`STEPS` (bench_meta_step's setup)."""
-    args = Namespace(model="small_resnet", classes=10, size=28, batch=128, meta_batch=128, objective="sece")
-    model, gamma_net, objective, data = build_setup(args, device)
+    model, gamma_net, objective, data = default_setup(device)
     found = {}
     for name in STEPS:
         method = Method(name, model, gamma_net, objective, data)

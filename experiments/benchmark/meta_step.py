@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import gc
 import statistics
+from argparse import Namespace
 
 import torch
 import torch.nn.functional as F
@@ -138,6 +139,13 @@ def build_setup(args, device):
         torch.randint(0, args.classes, (args.meta_batch,), device=device),
     )
     return model, gamma_net, objective, data
+
+
+def default_setup(device):
+    """:func:`build_setup` with scripts/bench_meta_step.py's defaults (small_resnet, 128 + 128 images of 28×28,
+    10 classes, SECE)."""
+    args = Namespace(model="small_resnet", classes=10, size=28, batch=128, meta_batch=128, objective="sece")
+    return build_setup(args, device)
 
 
 def rss_peaks(names, model, gamma_net, objective, data) -> dict[str, float]:

@@ -9,7 +9,7 @@ Decision — the fast weights ARE the real update (the step is computed once, di
    attributes, so the copy would run that wrapper, which is bound to the real module and its weights, and no
    fast weight would reach the loss. The copy's forwards run under ``ctx.autocast()`` instead, outputs in
    float32 as accelerate's wrapper returns them
-   (half-precision outputs only; float64 stays float64).
+   (its ``convert_to_fp32``: half-precision outputs only; float64 stays float64).
 2. Train forward through the patched model (it holds its own clones of the BN buffers); their updated
    running statistics are written back to the real module right after this forward — the iteration's
    one and only running-stat update. The meta-val forward below then only touches the patched copies.
@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import torch
+from accelerate.utils import convert_to_fp32
 from torch import nn
 
 from .step_context import StepContext, StepResult, accumulate_grads, differentiable_attention
@@ -53,7 +54,7 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
     with differentiable_attention():
         # (1) train forward through the functional copy; its BN running statistics are the real ones
         with ctx.autocast():
-            logits, features = (_full(t) for t in fmodel(inputs, return_features=True))
+            logits, features = convert_to_fp32(fmodel(inputs, return_features=True))
         with torch.no_grad():
             patched = dict(fmodel.named_buffers())
             for name, buf in model.named_buffers():
@@ -71,7 +72,7 @@ def higher_meta_step(ctx: StepContext, inputs, targets, meta_inputs, meta_target
         _write_momentum(sgd, diffopt)
         # (5) meta objective at θ' on the meta-val batch, differentiated w.r.t. φ only (and γ, a diagnostic)
         with ctx.autocast():
-            meta_logits = _full(fmodel(meta_inputs))
+            meta_logits = convert_to_fp32(fmodel(meta_inputs))
         objective = ctx.objective(meta_logits, meta_targets)
         meta_params = [p for p in ctx.inner.meta_parameters() if p.requires_grad]
         with_gamma = torch.is_tensor(meta) and meta.requires_grad
@@ -91,11 +92,6 @@ def _class_forward(model: nn.Module) -> Iterator[None]:
     finally:
         if wrapper is not None:
             model.forward = wrapper
-
-
-def _full(t: torch.Tensor) -> torch.Tensor:
-    """float32 for a half-precision output (an autocast forward's), any other tensor unchanged."""
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
 def _clip(grads, max_norm):
