@@ -210,8 +210,8 @@ def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, f
     tb.scalars("val", val_m, epoch + 1)
     if test_m is not None:
         tb.scalars("test", test_m, epoch + 1)
-        every_fig = cfg.logging.reliability_every
-        if tb.writer is not None and every_fig > 0 and (epoch + 1) % every_fig == 0:
+        every_fig, last = cfg.logging.reliability_every, epoch + 1 == cfg.schedule.epochs
+        if tb.writer is not None and every_fig > 0 and ((epoch + 1) % every_fig == 0 or last):
             tb.figure("test/reliability", reliability_figure(test, cfg.eval.num_bins, epoch + 1), epoch + 1)
     tb.flush()
     accelerator.print(epoch_line(epoch + 1, cfg.schedule.epochs, train_m, val_m, test_m, improved,

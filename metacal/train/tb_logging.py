@@ -4,7 +4,8 @@ Tags (per epoch): ``train/loss``, ``train/lr``, ``train/meta_objective``, ``trai
 ``train/gamma_mean``, ``{val,test}/{error,nll,ece,mce,ace,…,aurc,augrc}``, ``{val,test}/risk_at_coverage@0.8`` (a nested metric as
 ``<key>@<inner key>``), ``{val,test}/gamma_mean`` and
 ``{val,test}/gamma_std`` (Wang & Golebiowski 2024, Fig. 3c–d: γ the γ-Net predicts for held-out samples),
-``test/reliability`` (image), and the hparams summary with the final metrics. Per meta step (this
+``test/reliability`` (image; every ``logging.reliability_every`` epochs and the last, where the test set is
+evaluated), and the hparams summary with the final metrics. Per meta step (this
 process's batch): ``step/meta_objective``, ``step/gamma_mean``, ``step/gamma_max``,
 ``step/dJ_dgamma_offset`` (dJ/dδ for a global offset γ_i + δ: negative = the step asks for a larger γ)
 and ``step/meta_grad_norm`` (‖dJ/dφ‖ before clipping); per epoch also ``train/raise_gamma_frac``.
