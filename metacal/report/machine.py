@@ -1,4 +1,5 @@
-"""Where a report was generated: platform, CPU, core count, Python/torch/numpy versions (read, never typed)."""
+"""Where a report was generated: platform, CPU, core count, torch's CPU kernel path, Python/torch/numpy versions
+(read, never typed)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,21 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def cpu_kernels() -> str:
+    """The vector instruction set torch's CPU kernels use here (``torch.backends.cpu.get_cpu_capability()``:
+    e.g. AVX2, AVX512). Runs on paths that differ round differently, so the same seed trains to slightly
+    different numbers (README, quickstart); "unknown" where torch cannot say."""
+    import torch
+
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except (AttributeError, RuntimeError):
+        return "unknown"
+
+
 def machine_info() -> dict[str, str]:
-    """Platform string, CPU model, logical cores, Python, torch (with CUDA availability) and numpy versions."""
+    """Platform string, CPU model, logical cores, torch's CPU kernel path, Python, torch (with CUDA availability)
+    and numpy versions."""
     import numpy
     import torch
 
@@ -28,6 +42,7 @@ def machine_info() -> dict[str, str]:
         "platform": platform.platform(),
         "cpu": cpu_model(),
         "cores": str(os.cpu_count()),
+        "cpu kernels": cpu_kernels(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda device": cuda,

@@ -87,6 +87,7 @@ def test_report_cli_writes_page_csv_and_figures(sweep_root, tmp_path, capsys):
     assert f"torch: {torch.__version__}" in text and f"platform: {platform.platform()}" in text
     assert "From the runs' config.yaml: data: synthetic." in text
     assert f"cpu: {cpu_model()}" in text and f"cores: {os.cpu_count()}" in text
+    assert f"cpu kernels: {torch.backends.cpu.get_cpu_capability()}" in text
     # first table: Table-1 columns, paper labels, unknown stems as is, seeds with missing ones named
     table = [ln for ln in text.split("## The claim under test")[0].splitlines() if ln.startswith("|")]
     assert "ECE (%)" in table[0] and "Error (%)" in table[0] and "ECE after HB (%)" in table[0]

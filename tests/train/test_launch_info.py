@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from train_tiny import TINY, deep_merge
 
@@ -67,6 +68,8 @@ def test_runtime_json_appends_one_session_per_start(tmp_path):
     sessions = json.loads(path.read_text())["sessions"]
     assert [(s["num_processes"], s["resumed"]) for s in sessions] == [(1, False), (2, True)]
     assert {"torch", "accelerate", "python", "started"} <= set(sessions[0])
+    # the CPU kernel path, read from torch: runs on AVX2 and AVX-512 paths round differently (README, quickstart)
+    assert sessions[0]["cpu_kernels"] == torch.backends.cpu.get_cpu_capability() != ""
 
 
 def test_preload_forward_ad_leaves_the_warning_filters_as_they_were():
