@@ -42,6 +42,9 @@ class Loss(nn.Module):
     #: automatic scalar (metacal/meta/auto.py, ``learner: auto``) sets; None: the loss has none
     confidence_knob: str | None = None
     knob_range: tuple[float, float] = (0.0, float("inf"))
+    #: the smallest change of the knob expected to show in the gap; the automatic scalar's ``probe`` counts a push
+    #: as tried only after ``probe`` of these as well as ``probe`` first steps (metacal/meta/root_finder.py)
+    knob_unit: float = 0.0
 
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()

@@ -37,6 +37,7 @@ class DualFocalLoss(GammaLoss):
     """
 
     confidence_knob = "gamma"  # as focal loss: a larger γ lowers confidence (Tao et al. 2023, §3)
+    knob_unit = 1.0  # the step of the usual γ grid, as for focal loss
     default_gamma = 5.0
 
     def per_sample(self, logits: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor | float) -> torch.Tensor:

@@ -134,4 +134,5 @@ class FocalLoss(GammaLoss):
     """
 
     confidence_knob = "gamma"  # a larger γ down-weights confident samples: lower confidence (Mukhoti et al. 2020)
+    knob_unit = 1.0  # the step of the usual γ grid {0, 1, …, 5}
     per_sample = staticmethod(focal_per_sample)

@@ -19,6 +19,7 @@ class LabelSmoothingCE(Loss):
 
     confidence_knob = "epsilon"  # the optimum's confidence is at most 1 − ε + ε/K: a larger ε lowers it
     knob_range = (0.0, 1.0)
+    knob_unit = 0.05  # the step of the usual ε grid {0.05, 0.1}
 
     def __init__(self, epsilon: float = 0.05, reduction: str = "mean") -> None:
         super().__init__(reduction)

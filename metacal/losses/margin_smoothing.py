@@ -23,6 +23,7 @@ class MarginLabelSmoothing(Loss):
 
     confidence_knob = "alpha"  # a larger λ penalises wide logit gaps harder: lower confidence
     knob_range = (0.0, float("inf"))
+    knob_unit = 0.1  # the paper's λ (Liu et al. 2022)
 
     def __init__(self, margin: float = 10.0, alpha: float = 0.1, reduction: str = "mean") -> None:
         super().__init__(reduction)

@@ -46,9 +46,10 @@ class AutoSettings:
     ``start``: the scalar's first value (None: the loss's own, e.g. ``loss.params.gamma``); ``first_step``: its
     first move; ``band``: k, the band ±k·s in standard errors inside which it holds; ``grow`` / ``shrink``: the
     step's factor on a repeated sign / on a sign flip; ``confirm``: agreeing signs in a row that move it;
-    ``reconfirm``: after a move, wait for ``confirm`` new agreeing signs; ``probe``: how many first steps a run of
-    moves may push it without changing the gap before further pushes are withheld (None: never); ``max``: its upper
-    end (None: the loss's own, 1 for label-smoothing ε, capped at 10 where the loss has none, focal γ);
+    ``reconfirm``: after a move, wait for ``confirm`` new agreeing signs; ``probe``: how many first steps, and at
+    least how many of the knob's units (focal γ 1, ε 0.05), a run of moves may push it without changing the gap
+    before further pushes are withheld (None: never); ``max``: its upper end (None: the loss's own, 1 for
+    label-smoothing ε, capped at 10 where the loss has none, focal γ);
     ``updates_per_epoch``; ``sample``: held-out samples per measurement (None: all); ``measure_on``: the held-out
     splits measured together, some of :data:`MEASURABLE`.
     """
@@ -98,7 +99,8 @@ def build_finder(settings: AutoSettings, loss: nn.Module,
             raise ValueError(message)
     try:
         finder = SignRootFinder(start, float(s.first_step), lo, top, band=float(s.band), grow=float(s.grow),
-                                shrink=float(s.shrink), confirm=s.confirm, reconfirm=s.reconfirm, probe=s.probe)
+                                shrink=float(s.shrink), confirm=s.confirm, reconfirm=s.reconfirm, probe=s.probe,
+                                unit=float(getattr(loss, "knob_unit", 0.0)))
     except ValueError as err:
         raise ValueError(f"auto: {err}") from None
     return finder, measured_splits(s.measure_on)

@@ -29,13 +29,17 @@ at every further agreeing sign. A move of γ shows in the gap only after the net
 for a while; meanwhile the old sign persists, and without ``reconfirm`` every update moves γ again with a
 growing step, past the root (γ overshoots while the gap lags).
 
-``probe`` (a multiple of the first step; the trainer's default 2, off here when None) stops pushing a knob that no
-longer acts. Where the network has fitted its training samples, or its learning rate has dropped, the gap can sit
+``probe`` (a multiple of the first step and of the knob's unit; the trainer's default 2, off here when None) stops
+pushing a knob that no longer acts. Where the network has fitted its training samples, or its learning rate has dropped, the gap can sit
 outside the band while γ barely changes it (the focal weight (1 − p)^γ on fitted samples is already near 0); the
 sign alone then pushes γ to its upper end with an ever larger step. The rule: a run of moves in one direction
-starts from a reference (the γ before it and the gap ĝ_r ± s_r that triggered it); once γ has moved ``probe``·σ₀
-away from that γ and the gap has not changed by more than k·√(s² + s_r²) (either way), a further move the same way
-is withheld and σ does not grow. A gap that changes by more than that, for any reason, renews the reference, so
+starts from a reference (the γ before it and the gap ĝ_r ± s_r that triggered it); once γ has moved
+``probe``·max(σ₀, u) away from that γ and the gap has not changed by more than k·√(s² + s_r²) (either way), a
+further move the same way is withheld and σ does not grow. The unit u is the smallest change of the knob that is
+expected to show in the gap (focal γ: 1, label-smoothing ε: 0.05; :attr:`metacal.losses.base.Loss.knob_unit`):
+with a small first step, ``probe`` first steps alone would be a change the gap does not resolve from its noise
+(measured: with σ₀ = 1/3 the probe held γ after 2/3 of γ, with the gap still +2 SE, and the selected network
+stayed over-confident; docs/results/discussion/auto_gamma.md). A gap that changes by more than that, for any reason, renews the reference, so
 the knob may be pushed again; a sign flip starts a new run. The upper end is also a hold: at γ = hi a repeated
 "raise" leaves γ and σ as they are, and :attr:`RootFinderState.at_limit` records that the gap wanted more.
 """
@@ -72,13 +76,14 @@ class SignRootFinder:
         grow: σ factor on a repeated sign (≥ 1); shrink: σ factor on a flip, in (0, 1).
         confirm: how many agreeing signs in a row move γ (≥ 1; 1: every sign outside the band moves it).
         reconfirm: after a move, wait for ``confirm`` new agreeing signs before the next one.
-        probe: withhold further moves one way once γ has moved ``probe`` first steps without changing the gap
-            beyond band·SE (module docstring); None: never.
+        probe: withhold further moves one way once γ has moved ``probe``·max(first step, ``unit``) without
+            changing the gap beyond band·SE (module docstring); None: never.
+        unit: the knob's unit u ≥ 0 in the probe's distance (0: the first step alone).
     """
 
     def __init__(self, value: float, step: float, lo: float = 0.0, hi: float = math.inf, band: float = 1.0,
                  grow: float = 1.2, shrink: float = 0.5, confirm: int = 1, reconfirm: bool = False,
-                 probe: float | None = None) -> None:
+                 probe: float | None = None, unit: float = 0.0) -> None:
         checks = [
             (step > 0 and math.isfinite(step), f"the first step must be a finite number > 0, got {step}"),
             (lo < hi, f"the range must have lo < hi, got [{lo}, {hi}]"),
@@ -91,6 +96,7 @@ class SignRootFinder:
             (isinstance(reconfirm, bool), f"reconfirm must be true or false, got {reconfirm!r}"),
             (probe is None or (isinstance(probe, (int, float)) and not isinstance(probe, bool) and probe > 0
                                and math.isfinite(probe)), f"probe must be a number > 0 or null (off), got {probe!r}"),
+            (unit >= 0 and math.isfinite(unit), f"the knob's unit must be a finite number >= 0, got {unit}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -98,6 +104,7 @@ class SignRootFinder:
         self.lo, self.hi, self.band = float(lo), float(hi), float(band)
         self.grow, self.shrink, self.confirm, self.reconfirm = float(grow), float(shrink), confirm, reconfirm
         self.first_step, self.probe = float(step), None if probe is None else float(probe)
+        self.unit = float(unit)
         self.state = RootFinderState(value=float(value), step=float(step))
 
     @property
@@ -139,7 +146,7 @@ class SignRootFinder:
 
     def _withheld(self, sign: int, gap: float, se: float) -> bool:
         """Whether a repeated move ``sign`` is withheld: γ at its upper end (``at_limit``), or, with ``probe``, γ
-        moved probe·σ₀ from the run's reference without the gap changing beyond band·√(s² + s_r²) (``held``).
+        moved probe·max(σ₀, u) from the run's reference without the gap changing beyond band·√(s² + s_r²) (``held``).
         A gap that did change renews the reference at the current γ."""
         s = self.state
         if sign > 0 and s.value >= self.hi:
@@ -150,7 +157,7 @@ class SignRootFinder:
         if abs(gap - s.ref_gap) > self.band * math.hypot(se, s.ref_se):
             s.ref_value, s.ref_gap, s.ref_se = s.value, gap, se
             return False
-        if abs(s.value - s.ref_value) >= self.probe * self.first_step:
+        if abs(s.value - s.ref_value) >= self.probe * max(self.first_step, self.unit):
             s.held += 1
             return True
         return False

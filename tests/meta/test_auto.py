@@ -11,7 +11,7 @@ from meta_nets import TinyMLP
 from torch.utils.data import DataLoader, TensorDataset
 
 from metacal.losses import build as build_loss
-from metacal.meta.auto import AutoScalar, update_points
+from metacal.meta.auto import AutoScalar, AutoSettings, build_finder, update_points
 from metacal.meta.gap_control import gap_estimate, gap_sums
 from metacal.meta.root_finder import SignRootFinder
 
@@ -112,6 +112,19 @@ def test_label_smoothing_epsilon_is_a_knob_too():
     assert build_loss("dual_focal").confidence_knob == "gamma"
     assert build_loss("inverse_focal").confidence_knob is None  # its γ raises confidence
     assert build_loss("ce").confidence_knob is None
+
+
+@pytest.mark.parametrize("name, params, first_step, distance", [
+    ("focal", {}, 1 / 3, 2.0),  # 2·max(1/3, 1): the unit, not the first step
+    ("focal", {}, 1.0, 2.0),
+    ("focal", {}, 3.0, 6.0),  # a larger first step: 2 first steps, as before the unit
+    ("dual_focal", {}, 0.5, 2.0),
+    ("label_smoothing", {"epsilon": 0.0}, 0.05, 0.1),
+    ("label_smoothing", {"epsilon": 0.0}, 0.01, 0.1),
+])
+def test_the_probe_distance_is_probe_first_steps_and_probe_knob_units(name, params, first_step, distance):
+    finder, _ = build_finder(AutoSettings(first_step=first_step), build_loss(name, **params), name)
+    assert finder.probe * max(finder.first_step, finder.unit) == pytest.approx(distance)
 
 
 class CountingDataset(TensorDataset):

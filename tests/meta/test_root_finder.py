@@ -161,6 +161,7 @@ def test_state_round_trip_continues_the_same_sequence(n_before):
     ({"reconfirm": "yes"}, "reconfirm must be true or false"),
     ({"probe": 0.0}, "probe must be a number > 0 or null"),
     ({"probe": True}, "probe must be a number > 0 or null"),
+    ({"unit": -1.0}, "the knob's unit must be a finite number >= 0"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     args = {"value": 1.0, "step": 1.0, "lo": 0.0, "hi": 10.0, **kwargs}
@@ -200,6 +201,31 @@ def test_a_gap_that_gamma_no_longer_moves_is_held_not_pushed_to_the_end():
     assert moves == [1, 1] + [0] * 10
     assert finder.value == pytest.approx(3.2) and finder.state.step == pytest.approx(1.2)
     assert finder.state.held == 10 and finder.state.at_limit == 0
+
+
+def test_a_small_first_step_probes_as_far_as_the_knob_unit():
+    """With σ₀ = 1/3 the probe counts the knob's unit (γ: 1), not the first step: it withholds only after γ has
+    moved 2·max(1/3, 1) = 2, hand-derived (confirm 1, grow 1.2): 1 → 1 + (1/3)(1 + 1.2 + 1.2² + 1.2³ + 1.2⁴)
+    = 3.4805 in five moves (moved 2.48 ≥ 2), then held. Counting first steps alone (unit 0) it held after 0.73
+    of γ, at 1.7333: a change the gap does not resolve from its noise."""
+    finder = SignRootFinder(1.0, step=1 / 3, hi=10.0, band=1.0, probe=2.0, unit=1.0)
+    moves = [finder.update(0.02, 0.01) for _ in range(10)]
+    assert moves == [1] * 5 + [0] * 5
+    assert finder.value == pytest.approx(1 + (1 + 1.2 + 1.44 + 1.728 + 2.0736) / 3)
+    assert finder.state.held == 5
+    steps_only = SignRootFinder(1.0, step=1 / 3, hi=10.0, band=1.0, probe=2.0)
+    assert [steps_only.update(0.02, 0.01) for _ in range(4)] == [1, 1, 0, 0]
+    assert steps_only.value == pytest.approx(1 + (1 + 1.2) / 3)
+
+
+@pytest.mark.parametrize("step", [1.0, 3.0])
+def test_a_first_step_of_a_unit_or_more_probes_as_before(step):
+    """A first step of at least the unit: max(σ₀, u) = σ₀, every decision as without the unit."""
+    gaps = [0.02] * 6 + [0.05] * 4 + [-0.01] * 3 + [0.02] * 5
+    with_unit = SignRootFinder(1.0, step=step, hi=30.0, band=1.0, probe=2.0, unit=1.0)
+    without = SignRootFinder(1.0, step=step, hi=30.0, band=1.0, probe=2.0)
+    assert [with_unit.update(g, 0.01) for g in gaps] == [without.update(g, 0.01) for g in gaps]
+    assert with_unit.state_dict() == without.state_dict()
 
 
 def test_a_gap_that_changes_renews_the_probe():
