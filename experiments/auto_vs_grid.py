@@ -17,6 +17,7 @@ measures it side by side.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import shlex
 import sys
@@ -173,6 +174,22 @@ def root_table(grid: dict[str, dict[int, dict]], gammas: dict[str, float], seeds
     return lines
 
 
+def trained_on(folders) -> str:
+    """The line naming the devices and CPU kernel paths the runs under ``folders`` trained on (their
+    runtime.json): the same seed trains to slightly different numbers on another path (README, Quickstart)."""
+    paths: set[str] = set()
+    for folder in folders:
+        for runtime in Path(folder).glob("**/seed*/runtime.json"):
+            for session in json.loads(runtime.read_text()).get("sessions", []):
+                kernels = session.get("cpu_kernels")
+                paths.add(f"{session.get('device', '?')}, CPU kernels {kernels}" if kernels
+                          else f"{session.get('device', '?')}, CPU kernels not recorded")
+    if not paths:
+        return "Trained on: not recorded (no runtime.json)."
+    return ("Trained on: " + "; ".join(sorted(paths)) + " (the runs' runtime.json; another kernel path trains the "
+            "same seed to slightly different numbers).")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sweep", type=Path)
@@ -205,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder in dict.fromkeys(folders):
         made = read_sweep_command(folder)
         lines.append(f"- `{made}`" if made is not None else f"- `{folder}` (no sweep_command.txt)")
-    lines += ["",
+    lines += ["", trained_on(dict.fromkeys(folders)), "",
              "Per seed, the grid pick is the γ ∈ {" + ", ".join(f"{gammas[n]:g}" for n in grid) + "} (0: CE) with the "
              "lowest validation ECE: " + ", ".join(f"seed {s}: γ = {gammas[pick[s]]:g}" for s in seeds) + ".", "",
              "| method | seed | γ | test ECE % | test error % |", "|---|---:|---:|---:|---:|"]

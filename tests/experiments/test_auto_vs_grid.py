@@ -121,6 +121,22 @@ def test_gap_root_at_and_beyond_the_grid_ends():
     assert auto_vs_grid.gap_root({0.0: 0.3, 1.0: 0.1}) == float("inf")
 
 
+def test_the_page_names_the_kernel_paths_the_runs_trained_on(tmp_path):
+    """Read from every run's runtime.json under the folders, each start and resume; a run saved before the
+    kernel path was recorded says so, and folders without runtime.json say that."""
+    sessions = {"sweep/ce/seed0": [{"device": "cpu", "cpu_kernels": "AVX512"}],
+                "sweep/ce/seed1": [{"device": "cpu", "cpu_kernels": "AVX2"}, {"device": "cpu", "cpu_kernels": "AVX512"}],
+                "other/auto_gamma/seed0": [{"device": "cuda"}]}
+    for run, listed in sessions.items():
+        (tmp_path / run).mkdir(parents=True)
+        (tmp_path / run / "runtime.json").write_text(json.dumps({"sessions": listed}))
+    line = auto_vs_grid.trained_on([tmp_path / "sweep"])
+    assert line.startswith("Trained on: cpu, CPU kernels AVX2; cpu, CPU kernels AVX512 (the runs' runtime.json")
+    both = auto_vs_grid.trained_on([tmp_path / "sweep", tmp_path / "other"])
+    assert both.startswith("Trained on: cpu, CPU kernels AVX2; cpu, CPU kernels AVX512; cuda, CPU kernels not recorded")
+    assert auto_vs_grid.trained_on([tmp_path / "empty"]) == "Trained on: not recorded (no runtime.json)."
+
+
 def test_no_root_table_without_a_grid_or_without_predictions():
     ce = {0: {"val_gap": 0.1}, 1: {"val_gap": 0.2}}
     auto = ("auto", {0: {"gamma": 1.0}, 1: {"gamma": 2.0}})
