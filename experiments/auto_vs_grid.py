@@ -22,6 +22,7 @@ import math
 import shlex
 import sys
 from pathlib import Path
+from typing import Iterable
 
 from metacal.metrics import overconfidence
 from metacal.report.labels import method_label
@@ -174,7 +175,7 @@ def root_table(grid: dict[str, dict[int, dict]], gammas: dict[str, float], seeds
     return lines
 
 
-def trained_on(folders) -> str:
+def trained_on(folders: Iterable[Path]) -> str:
     """The line naming the devices and CPU kernel paths the runs under ``folders`` trained on (their
     runtime.json): the same seed trains to slightly different numbers on another path (README, Quickstart)."""
     paths: set[str] = set()

@@ -29,19 +29,20 @@ at every further agreeing sign. A move of γ shows in the gap only after the net
 for a while; meanwhile the old sign persists, and without ``reconfirm`` every update moves γ again with a
 growing step, past the root (γ overshoots while the gap lags).
 
-``probe`` (a multiple of the first step and of the knob's unit; the trainer's default 2, off here when None) stops
-pushing a knob that no longer acts. Where the network has fitted its training samples, or its learning rate has dropped, the gap can sit
-outside the band while γ barely changes it (the focal weight (1 − p)^γ on fitted samples is already near 0); the
-sign alone then pushes γ to its upper end with an ever larger step. The rule: a run of moves in one direction
-starts from a reference (the γ before it and the gap ĝ_r ± s_r that triggered it); once γ has moved
-``probe``·max(σ₀, u) away from that γ and the gap has not changed by more than k·√(s² + s_r²) (either way), a
-further move the same way is withheld and σ does not grow. The unit u is the smallest change of the knob that is
-expected to show in the gap (focal γ: 1, label-smoothing ε: 0.05; :attr:`metacal.losses.base.Loss.knob_unit`):
-with a small first step, ``probe`` first steps alone would be a change the gap does not resolve from its noise
-(measured: with σ₀ = 1/3 the probe held γ after 2/3 of γ, with the gap still +2 SE, and the selected network
-stayed over-confident; docs/results/discussion/auto_gamma.md). A gap that changes by more than that, for any reason, renews the reference, so
-the knob may be pushed again; a sign flip starts a new run. The upper end is also a hold: at γ = hi a repeated
-"raise" leaves γ and σ as they are, and :attr:`RootFinderState.at_limit` records that the gap wanted more.
+``probe`` (a multiple of the first step and of the knob's unit; the trainer's default 2, off here when None)
+stops pushing a knob that no longer acts. Where the network has fitted its training samples, or its learning
+rate has dropped, the gap can sit outside the band while γ barely changes it (the focal weight (1 − p)^γ on
+fitted samples is already near 0); the sign alone then pushes γ to its upper end with an ever larger step. The
+rule: a run of moves in one direction starts from a reference (the γ before it and the gap ĝ_r ± s_r that
+triggered it); once γ has moved ``probe``·max(σ₀, u) away from that γ and the gap has not changed by more than
+k·√(s² + s_r²) (either way), a further move the same way is withheld and σ does not grow. The unit u is the
+smallest change of the knob that is expected to show in the gap (focal γ: 1, label-smoothing ε: 0.05;
+:attr:`metacal.losses.base.Loss.knob_unit`): with a small first step, ``probe`` first steps alone would be a
+change the gap does not resolve from its noise (measured: with σ₀ = 1/3 the probe held γ after 2/3 of γ, with
+the gap still +2 SE, and the selected network stayed over-confident; docs/results/discussion/auto_gamma.md). A
+gap that changes by more than that, for any reason, renews the reference, so the knob may be pushed again; a
+sign flip starts a new run. The upper end is also a hold: at γ = hi a repeated "raise" leaves γ and σ as they
+are, and :attr:`RootFinderState.at_limit` records that the gap wanted more.
 """
 
 from __future__ import annotations
