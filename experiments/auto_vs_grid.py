@@ -17,7 +17,6 @@ measures it side by side.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
@@ -26,7 +25,7 @@ from typing import Iterable
 
 from metacal.metrics import overconfidence
 from metacal.report.labels import method_label
-from metacal.run_layout import Run, read_run, read_sweep_command
+from metacal.run_layout import Run, RunPaths, read_json, read_run, read_sweep_command
 from metacal.report.paired import interval_text, paired_diff, resolved_text
 
 OTHERS = ("adafocal", "dual_focal")
@@ -180,8 +179,8 @@ def trained_on(folders: Iterable[Path]) -> str:
     runtime.json): the same seed trains to slightly different numbers on another path (README, Quickstart)."""
     paths: set[str] = set()
     for folder in folders:
-        for runtime in Path(folder).glob("**/seed*/runtime.json"):
-            for session in json.loads(runtime.read_text()).get("sessions", []):
+        for run in Path(folder).glob("**/seed*/"):
+            for session in (read_json(RunPaths(run).runtime) or {}).get("sessions", []):
                 kernels = session.get("cpu_kernels")
                 paths.add(f"{session.get('device', '?')}, CPU kernels {kernels}" if kernels
                           else f"{session.get('device', '?')}, CPU kernels not recorded")
