@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.benchmark.gpu_check import FAMILIES, PRECISIONS, checks, main
+from experiments.benchmark.gpu_check import FAMILIES, GRAPHED, PRECISIONS, checks, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,9 +28,10 @@ def test_dry_run_loads_every_config_and_lists_every_check(capsys, tmp_path, monk
     assert main(["--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     todo = checks(tmp_path)
-    assert len(lines) == len(todo) == len(FAMILIES) * len(PRECISIONS) + 7
+    assert len(lines) == len(todo) == len(FAMILIES) * len(PRECISIONS) + len(GRAPHED) + 8
+    assert sum("run.cuda_graphs=true" in line for line in lines) == len(GRAPHED)
     assert sum("run.mixed_precision=bf16" in line for line in lines) == len(FAMILIES)
-    assert sum("meta.backend=higher" in line for line in lines) == 2
+    assert sum("meta.backend=higher" in line for line in lines) == 3  # fp32, bf16, CUDA graphs
     assert any("accelerate.commands.launch --num_processes 1" in line for line in lines)
     expects = [c.expect for c in todo if "SIGTERM" in c.name or "--resume" in c.name]
     assert expects == [75, 0]
@@ -44,7 +45,9 @@ def test_dry_run_loads_every_config_and_lists_every_check(capsys, tmp_path, monk
 def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, monkeypatch):
     """With CUDA faked and every check's command replaced, the page lists each check's exit and derives the
     three GPU targets by hand: CE loop 2.0 + 0.4 s over 375 × 5 ms = 1.28× (not met); FLγ-SECE 5.0 / 2.4 s =
-    2.08× (met); jvp 2.2× focal (met)."""
+    2.08× (met); jvp 2.2× focal (met); and again with CUDA graphs: FLγ-SECE 2.0 / CE 1.0 s replayed = 2.00×
+    (met), 2.0 / 2.4 s against eager CE = 0.83×, a replayed jvp step 3.0 / 1.0 ms = 3.00× a replayed focal one
+    (not met)."""
     import json
 
     import experiments.benchmark.gpu_check as gpu_check
@@ -54,14 +57,22 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     epoch = {"rows": [{**row, "config": f"{regime}/ce.yaml", "method": "ce", "loader_s": 0.4, "step_s": 2.0,
                        "epoch_s": 2.9},
                       {**row, "config": f"{regime}/flgamma_sece.yaml", "method": "flgamma_sece", "loader_s": 0.4,
-                       "step_s": 4.6, "epoch_s": 5.5}],
+                       "step_s": 4.6, "epoch_s": 5.5},
+                      {**row, "config": f"{regime}/ce.yaml", "method": "ce", "graphs": True, "loader_s": 0.4,
+                       "step_s": 0.6, "epoch_s": 1.5},
+                      {**row, "config": f"{regime}/flgamma_sece.yaml", "method": "flgamma_sece", "graphs": True,
+                       "loader_s": 0.4, "step_s": 1.6, "epoch_s": 2.5}],
              "loaders": [{"config": f"{regime}/ce.yaml", "per_sample_s": 2.0, "batched_s": 0.1, "speedup": 20.0}]}
     meta = {"plain_s": 0.005, "focal_s": 0.0052, "ratio_to_focal": {"jvp": 2.2, "higher": 4.0, "head": 1.3}}
     kernels = {"unit": "device activities", "bench": {"plain": 310.0, "jvp": 1490.0}, "trainer": {"ce": 402.4}}
     outputs = {"bench_epoch": "timing…\n" + json.dumps(epoch), "bench_meta_step": json.dumps(meta),
                "kernels": json.dumps(kernels),
                "cuda_graphs": json.dumps({"steps": {"plain": {"eager_ms": 5.0, "graph_ms": 1.0, "speedup": 5.0},
-                                                    "jvp": {"eager_ms": 24.0, "capture_failed": "RuntimeError: x"}}})}
+                                                    "focal": {"eager_ms": 5.5, "graph_ms": 1.0, "speedup": 5.5},
+                                                    "jvp": {"eager_ms": 24.0, "graph_ms": 3.0, "speedup": 8.0},
+                                                    "head": {"eager_ms": 24.0, "capture_failed": "RuntimeError: x"}}}),
+               "graph_equivalence": json.dumps({"cases": {"jvp": {"steps": 12, "replayed": 9, "bitwise_equal": True,
+                                                                  "max_rel_diff": 0.0}}})}
     ran = []
 
     def fake_run(check):
@@ -76,15 +87,36 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     assert main(["--out", str(tmp_path / "runs"), "--output", str(page), "--jobs", "3"]) == 1  # focal bf16 failed
     todo = checks(tmp_path / "runs")
     assert sorted(ran) == sorted(c.name for c in todo)
-    assert ran[:4] == ["bench_meta_step", "bench_epoch", "kernels", "cuda_graphs"]
+    assert ran[:5] == ["bench_meta_step", "bench_epoch", "kernels", "cuda_graphs", "graph_equivalence"]
     text = page.read_text()
     assert "Device: Fake GPU" in text and "ran 3 at a time" in text
     assert "2.40 s of training loop" in text and "1.28× (target ≤ 1.25: NOT met)" in text
     assert "5.00 / 2.40 s = 2.08× (target ≤ 2.5: met)" in text
     assert "2.20× (median over rounds of the paired ratio; target ≤ 2.5: met)" in text
+    assert "both replayed: 2.00 / 1.00 s = 2.00× (target ≤ 2.5: met)" in text
+    assert "FLγ-SECE replayed / CE eager (training loop): 2.00 / 2.40 s = 0.83×" in text
+    assert "both replayed from a CUDA graph: 3.00× (medians; target ≤ 2.5: NOT met)" in text
+    assert "| jvp | 12 | 9 | yes | 0.0e+00 |" in text
+    assert "`configs/fashion_mnist_resnet_overconfident/ce.yaml` (CUDA graphs) | 100 / 375 | 0.40 | 0.60 |" in text
     assert "| focal bf16 | 0 | 1 | 1.0 | FAILED |" in text
     assert "| bench_meta_step jvp | 1490 |" in text and "| trainer ce | 402 |" in text
-    assert "| plain | 5.00 | 1.00 | 5.0 |" in text and "| jvp | 24.00 | — | not captured: RuntimeError: x |" in text
+    assert "| plain | 5.00 | 1.00 | 5.0 |" in text and "| head | 24.00 | — | not captured: RuntimeError: x |" in text
     assert sum(line.endswith("| ok |") for line in text.splitlines()) == len(todo) - 1
     assert text.index("| bench_meta_step |") < text.index("| ce no |") < text.index("| SIGTERM mid-run → 75 |")
 
+
+
+def test_the_graphed_training_checks_are_not_refused(tmp_path, monkeypatch):
+    """Their configs pass run.cuda_graphs' checks (asked as on a CUDA machine: capture exists)."""
+    from metacal import losses, models
+    from metacal.train import cuda_graphs, load_config
+
+    monkeypatch.setattr(cuda_graphs, "capture_for", lambda device: object())
+    graphed = [c for c in checks(tmp_path) if c.name.endswith("CUDA graphs")]
+    assert len(graphed) == len(GRAPHED)
+    for check in graphed:
+        cfg = load_config(ROOT / check.config, check.overrides)
+        assert cfg.run.cuda_graphs
+        model = models.build(cfg.model.name, num_classes=10, in_channels=1, **cfg.model.options)
+        loss = losses.build(cfg.loss.name, **cfg.loss.params)
+        assert cuda_graphs.graph_problem(cfg, torch.device("cpu"), 1, model, loss, True) is None, check.name

@@ -8,7 +8,8 @@ is the case for the small ResNet at batch 128 (experiments/benchmark/kernels.py 
 captured meta step uses a capturable Adam for the γ-Net (:func:`capturable`; CUDA only). A step that cannot be
 captured (a host read, a CPU-side branch on a tensor) is reported with the reason. The replayed step is the same
 arithmetic on static input buffers (the PyTorch "whole-network capture" recipe), so this
-measures a bound on what graphs can save; the trainer does not use them.
+measures a bound on what graphs can save; the trainer replays its iterations this way with ``run.cuda_graphs``
+(metacal/train/cuda_graphs.py).
 """
 
 from __future__ import annotations

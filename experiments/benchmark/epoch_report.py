@@ -33,6 +33,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--output", default="docs/performance.md")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--graphs", action="store_true",
+                   help="on CUDA, also time each method with run.cuda_graphs=true (iterations replayed from graphs)")
     return p.parse_args(argv)
 
 
@@ -48,12 +50,14 @@ def measure(args: argparse.Namespace) -> dict:
     for config in args.configs:
         if cuda:  # untimed: the first epoch in a process pays for CUDA's context, cuDNN's autotuner, the allocator
             time_epoch(str(Path(config).with_name(f"{args.methods[0]}.yaml")), 5, extra)
-        for method in args.methods:
+        ways = (False, True) if args.graphs and cuda else (False,)  # eager; replayed from CUDA graphs
+        for method, graphs in [(m, g) for m in args.methods for g in ways]:
             path = str(Path(config).with_name(f"{method}.yaml"))
-            timing = time_epoch(path, args.steps, extra)
-            rows.append({"config": path, "method": method, **vars(timing), "epoch_s": timing.epoch_s})
-            print(f"{path}: {timing.epoch_s:.2f} s/epoch (loader {timing.loader_s:.2f}, step {timing.step_s:.2f}, "
-                  f"other {timing.other_s:.2f}), {timing.reads_per_step:.3f} host reads/step", flush=True)
+            timing = time_epoch(path, args.steps, [*extra, *(["run.cuda_graphs=true"] if graphs else [])])
+            rows.append({"config": path, "method": method, "graphs": graphs, **vars(timing), "epoch_s": timing.epoch_s})
+            print(f"{path}{' (CUDA graphs)' if graphs else ''}: {timing.epoch_s:.2f} s/epoch (loader "
+                  f"{timing.loader_s:.2f}, step {timing.step_s:.2f}, other {timing.other_s:.2f}), "
+                  f"{timing.reads_per_step:.3f} host reads/step", flush=True)
         old, new = (time_loader(config, batched, extra) for batched in (False, True))
         loaders.append({"config": config, "per_sample_s": old, "batched_s": new, "speedup": old / new})
         print(f"{config}: train loader alone {old:.3f} s per-sample, {new:.3f} s batched ({old / new:.1f}×)",
@@ -67,7 +71,8 @@ def tables(result: dict) -> str:
     lines = ["| config | steps timed / epoch | loader s | step s | other s | epoch s | host reads/step |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
-        lines.append(f"| `{r['config']}` | {r['steps_timed']} / {r['steps_per_epoch']} | {r['loader_s']:.2f} | "
+        graphs = " (CUDA graphs)" if r.get("graphs") else ""
+        lines.append(f"| `{r['config']}`{graphs} | {r['steps_timed']} / {r['steps_per_epoch']} | {r['loader_s']:.2f} | "
                      f"{r['step_s']:.2f} | {r['other_s']:.2f} | {r['epoch_s']:.2f} | {r['reads_per_step']:.3f} |")
     lines += ["", "| config | train loader alone, per-sample (`data.batched: false`) s | batched s | × faster |",
               "|---|---:|---:|---:|"]

@@ -3,11 +3,13 @@
 In order (each a subprocess with its own time limit; about 4 minutes on one H100):
 
 1. scripts/bench_meta_step.py, scripts/bench_epoch.py, the kernel count per step
-   (:mod:`experiments.benchmark.kernels`) and eager against CUDA-graph replay
-   (:mod:`experiments.benchmark.cuda_graphs`), alone on the machine (their numbers are timings);
+   (:mod:`experiments.benchmark.kernels`), eager against CUDA-graph replay
+   (:mod:`experiments.benchmark.cuda_graphs`) and replayed training against eager training
+   (:mod:`experiments.benchmark.graph_equivalence`), alone on the machine (their numbers are timings);
 2. every method family for one short epoch (``run.max_steps_per_epoch``) in fp32 and bf16: CE, focal, AdaFocal,
-   dual focal, FLγ-SECE (``jvp`` and ``higher``), FLγ-DECE, auto γ — the ResNet regime's configs — and the CE
-   run under ``accelerate launch --num_processes 1``; these are pass/fail checks, run ``--jobs`` at a time;
+   dual focal, FLγ-SECE (``jvp`` and ``higher``), FLγ-DECE, auto γ — the ResNet regime's configs —, CE,
+   FLγ-SECE (both backends) and auto γ with ``run.cuda_graphs``, and the CE run under ``accelerate launch
+   --num_processes 1``; these are pass/fail checks, run ``--jobs`` at a time;
 3. SIGTERM during a run (exit 75, a checkpoint of the current step), then ``--resume`` (exit 0).
 
 docs/performance_gpu.md gets the device's name (``torch.cuda.get_device_name``), each check's exit code and
@@ -40,7 +42,9 @@ PRECISIONS = ("no", "bf16")
 SHORT = ("schedule.epochs=1", "schedule.milestones=[]", "run.max_steps_per_epoch=30", "logging.progress_bar=false")
 EXIT_PREEMPTED = 75
 #: the checks whose last output line is a JSON result that the page renders
-BENCHMARKS = ("bench_meta_step", "bench_epoch", "kernels", "cuda_graphs")
+BENCHMARKS = ("bench_meta_step", "bench_epoch", "kernels", "cuda_graphs", "graph_equivalence")
+#: the families also trained with their iterations replayed from CUDA graphs (fp32: graphs refuse mixed precision)
+GRAPHED = ("ce", "flgamma_sece_jvp", "flgamma_sece_higher", "auto_gamma")
 
 
 @dataclass
@@ -69,15 +73,21 @@ def checks(out: Path) -> list[Check]:
     python = sys.executable
     found = [Check("bench_meta_step", [python, "scripts/bench_meta_step.py", "--reps", "15", "--no-write", "--json"],
                    timeout=150.0),
-             Check("bench_epoch", [python, "scripts/bench_epoch.py", "--steps", "100", "--no-write", "--json"],
-                   timeout=240.0),
+             Check("bench_epoch", [python, "scripts/bench_epoch.py", "--steps", "100", "--graphs", "--no-write",
+                                   "--json"], timeout=360.0),
              Check("kernels", [python, "-m", "experiments.benchmark.kernels", "--steps", "5", "--json"], timeout=180.0),
              Check("cuda_graphs", [python, "-m", "experiments.benchmark.cuda_graphs", "--reps", "30", "--json"],
+                   timeout=120.0),
+             Check("graph_equivalence", [python, "-m", "experiments.benchmark.graph_equivalence", "--json"],
                    timeout=120.0)]
     for name, stem, extra in FAMILIES:
         for precision in PRECISIONS:
             config, sets = f"{REGIME}/{stem}.yaml", [*SHORT, f"run.mixed_precision={precision}", *extra]
             found.append(Check(f"{name} {precision}", [python, *train_argv(config, out / f"{name}-{precision}", sets)],
+                               config=config, overrides=sets, parallel=True))
+        if name in GRAPHED:
+            config, sets = f"{REGIME}/{stem}.yaml", [*SHORT, "run.cuda_graphs=true", *extra]
+            found.append(Check(f"{name} CUDA graphs", [python, *train_argv(config, out / f"{name}-graphs", sets)],
                                config=config, overrides=sets, parallel=True))
     config = f"{REGIME}/ce.yaml"
     found.append(Check("accelerate launch --num_processes 1", [
@@ -124,14 +134,18 @@ def last_json(output: str) -> dict | None:
 CE_OVER_BARE, FLGAMMA_OVER_CE, JVP_OVER_FOCAL = 1.25, 2.5, 2.5
 
 
-def targets(meta: dict | None, epoch: dict | None) -> list[str]:
-    """The GPU targets as lines of the page, from bench_meta_step's and bench_epoch's JSON (either may be missing).
+def targets(meta: dict | None, epoch: dict | None, graphs: dict | None = None) -> list[str]:
+    """The GPU targets as lines of the page, from bench_meta_step's, bench_epoch's and the cuda_graphs benchmark's
+    JSON (any may be missing).
 
     An epoch here is the training loop (loader + step columns of bench_epoch, scaled to the full epoch); the
-    epoch-end evaluation is reported beside it but not counted, since the bare step has no counterpart to it."""
+    epoch-end evaluation is reported beside it but not counted, since the bare step has no counterpart to it.
+    With ``run.cuda_graphs`` rows, the ratios are given again for graphed training."""
     lines = []
-    rows = {r["method"]: r for r in (epoch or {}).get("rows", []) if "resnet" in r["config"]}
+    resnet = [r for r in (epoch or {}).get("rows", []) if "resnet" in r["config"]]
+    rows = {r["method"]: r for r in resnet if not r.get("graphs")}
     loop = {m: r["loader_s"] + r["step_s"] for m, r in rows.items()}
+    graphed = {r["method"]: r["loader_s"] + r["step_s"] for r in resnet if r.get("graphs")}
     if meta and "ce" in rows:
         bare = rows["ce"]["steps_per_epoch"] * meta["plain_s"]
         ratio = loop["ce"] / bare
@@ -148,6 +162,20 @@ def targets(meta: dict | None, epoch: dict | None) -> list[str]:
         ratio = meta["ratio_to_focal"]["jvp"]
         lines.append(f"- jvp meta step / focal step: {ratio:.2f}× (median over rounds of the paired ratio; target ≤ "
                      f"{JVP_OVER_FOCAL}: {'met' if ratio <= JVP_OVER_FOCAL else 'NOT met'})")
+    if "ce" in graphed and "flgamma_sece" in graphed:
+        ratio = graphed["flgamma_sece"] / graphed["ce"]
+        lines.append(f"- with run.cuda_graphs, FLγ-SECE epoch / CE epoch, both replayed: "
+                     f"{graphed['flgamma_sece']:.2f} / {graphed['ce']:.2f} s = {ratio:.2f}× (target ≤ {FLGAMMA_OVER_CE}: "
+                     f"{'met' if ratio <= FLGAMMA_OVER_CE else 'NOT met'})")
+        if "ce" in loop:
+            ratio = graphed["flgamma_sece"] / loop["ce"]
+            lines.append(f"- FLγ-SECE replayed / CE eager (training loop): {graphed['flgamma_sece']:.2f} / "
+                         f"{loop['ce']:.2f} s = {ratio:.2f}×")
+    steps = (graphs or {}).get("steps", {})
+    if "graph_ms" in steps.get("jvp", {}) and "graph_ms" in steps.get("focal", {}):
+        ratio = steps["jvp"]["graph_ms"] / steps["focal"]["graph_ms"]
+        lines.append(f"- jvp meta step / focal step, both replayed from a CUDA graph: {ratio:.2f}× (medians; "
+                     f"target ≤ {JVP_OVER_FOCAL}: {'met' if ratio <= JVP_OVER_FOCAL else 'NOT met'})")
     return lines
 
 
@@ -162,7 +190,8 @@ def report(device: str, results: list[tuple[Check, int, float, str]], jobs: int)
     meta, epoch = found.get("bench_meta_step"), found.get("bench_epoch")
     text = [f"# GPU check\n\nGenerated by `python scripts/gpu_check.py` — do not edit by hand.\n\nDevice: {device}; "
             f"torch {torch.__version__}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.\n",
-            "## Targets\n", *(targets(meta, epoch) or ["- (the benchmarks have not run)"]), "",
+            "## Targets\n",
+            *(targets(meta, epoch, found.get("cuda_graphs")) or ["- (the benchmarks have not run)"]), "",
             f"## Checks\n\nThe benchmarks ran alone; the training checks ran {jobs} at a time, so their seconds "
             "say that they finished, not how fast.\n",
             "| check | expected exit | exit | seconds | |", "|---|---:|---:|---:|---|", *rows]
@@ -180,6 +209,13 @@ def report(device: str, results: list[tuple[Check, int, float, str]], jobs: int)
         text += ["", "## Eager steps against CUDA-graph replay (python -m experiments.benchmark.cuda_graphs --reps 30)",
                  "", "Medians in ms; the replay is the same step captured once (a bound on what graphs save).", "",
                  graphs_table(found["cuda_graphs"]["steps"])]
+    if found.get("graph_equivalence"):
+        from .graph_equivalence import table as equivalence_table
+
+        text += ["", "## Replayed training against eager training (python -m experiments.benchmark.graph_equivalence)",
+                 "", "The same iterations from the same state, eager and through run.cuda_graphs' GraphedSteps "
+                 "(deterministic kernels, the γ-Net's Adam capturable on both sides).", "",
+                 equivalence_table(found["graph_equivalence"]["cases"])]
     if meta:
         keep = ("plain_s", "focal_s", "meta_s", "ratio_to_focal", "higher_over_jvp", "reference_s",
                 "tangent_pass_focal", "trajectory_over_jvp", "hypergrad_rel_diff", "peak_mem_mb", "targets_met")

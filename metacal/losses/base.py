@@ -45,6 +45,9 @@ class Loss(nn.Module):
     #: the smallest change of the knob expected to show in the gap; the automatic scalar's ``probe`` counts a push
     #: as tried only after ``probe`` of these as well as ``probe`` first steps (metacal/meta/root_finder.py)
     knob_unit: float = 0.0
+    #: draws random numbers on the host for each batch (mixup's λ and permutation): a CUDA graph would bake one
+    #: draw in, so ``run.cuda_graphs`` refuses the loss (metacal/train/cuda_graphs.py)
+    draws_on_host: bool = False
 
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()

@@ -25,6 +25,8 @@ from .registry import LOSSES
 class Mixup(WrapsPrimary):
     """λ·PL(y) + (1 − λ)·PL(y_π) on mixed inputs; α = 1 (Wang & Golebiowski 2024), primary "ce" by default."""
 
+    draws_on_host = True  # λ and π per batch, from a CPU generator
+
     def __init__(
         self,
         alpha: float = 1.0,

@@ -100,9 +100,16 @@ def _clip(grads, max_norm):
 
 
 def _write_momentum(optimizer: torch.optim.SGD, diffopt) -> None:
-    """Copy DifferentiableSGD's new momentum buffers into the real optimizer's state."""
+    """Copy DifferentiableSGD's new momentum buffers into the real optimizer's state: into the buffers it holds
+    (in place, as ``optimizer.step()`` updates them, so that a CUDA graph replaying the step writes where the
+    next step reads), or as new ones at the first step."""
     for gi, group in enumerate(optimizer.param_groups):
         for pi, p in enumerate(group["params"]):
             buf = diffopt.state[gi][pi].get("momentum_buffer") if pi in diffopt.state[gi] else None
-            if buf is not None:
+            if buf is None:
+                continue
+            held = optimizer.state[p].get("momentum_buffer")
+            if torch.is_tensor(held) and held.shape == buf.shape:
+                held.copy_(buf.detach())
+            else:
                 optimizer.state[p]["momentum_buffer"] = buf.detach().clone()

@@ -113,6 +113,8 @@ def train_epoch(run: TrainingRun, epoch: int) -> tuple[float, dict[str, float], 
     run.loss_fn.train()
     run.loss_fn.set_epoch(epoch)
     run.train_loader.set_epoch(epoch)
+    if run.graphs is not None:  # the loss's epoch state is set: capture afresh
+        run.graphs.new_epoch()
     batches = run.train_loader
     if skip >= run.steps_per_epoch:
         batches = []
@@ -166,6 +168,8 @@ def train_epoch(run: TrainingRun, epoch: int) -> tuple[float, dict[str, float], 
         return mean_over_processes(value, accelerator.device)
 
     train_m = {"loss": mean(float(acc.loss_sum) / max(acc.count, 1)), "lr": lr}
+    if run.graphs is not None:  # this process's iterations of the epoch replayed from a CUDA graph
+        train_m["replayed_steps"] = run.graphs.replays
     if acc.meta_count:
         train_m["meta_objective"] = mean(float(acc.meta_sum) / acc.meta_count)
     epoch_gamma = _gather_gamma(accelerator, acc)  # γ of every training sample of the epoch

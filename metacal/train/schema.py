@@ -147,6 +147,9 @@ class RunConfig:
     max_steps_per_epoch: Optional[int] = None  # cap on iterations per epoch (smoke tests)
     save_checkpoints: bool = True  # a checkpoint at every epoch end (needed for --resume and preemption)
     checkpoint_every_steps: int = 0  # also one every N global steps mid-epoch (0: only at epoch ends)
+    # replay the training iterations from CUDA graphs (one process, fp32; metacal/train/cuda_graphs.py): several
+    # times faster for a small network whose GPU step is launch-bound; refused with the reason where it cannot
+    cuda_graphs: bool = False
 
 
 @dataclass

@@ -25,7 +25,8 @@ from .schema import learner_section
 from .checkpoint import load_checkpoint, save_checkpoint
 from .train_state import TrainState
 from .compat import resume_point
-from .config import Config, to_yaml
+from .config import Config, ConfigError, to_yaml
+from .cuda_graphs import GraphedSteps, graph_problem, graphed
 from .process_settings import configure_process, preload_forward_ad
 from .tb_logging import TBLogger
 
@@ -96,6 +97,7 @@ class TrainingRun:
     progress: dict[str, Any] = field(default_factory=dict)  # the epoch's accumulators of a mid-epoch resume
     tb: TBLogger = field(default_factory=lambda: TBLogger(None))
     labels_checked: bool = False  # train / meta-val labels known in range: the steps skip the per-batch check
+    graphs: GraphedSteps | None = None  # with run.cuda_graphs: what replays the iterations (inside ``stepper``)
 
     def save(self, where: str, epoch_progress: dict[str, Any], best: bool = False):
         """A checkpoint of the current state (None with run.save_checkpoints=false), never of non-finite weights."""
@@ -135,6 +137,11 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
     run = TrainingRun(cfg, paths, accelerator, model, loss_fn, parts.optimizer, scheduler, stepper, *parts.loaders,
               steps_per_epoch=parts.steps_per_epoch, config_yaml=to_yaml(cfg),
               labels_checked=labels_in_range(parts.bundle))
+    if cfg.run.cuda_graphs:
+        problem = graph_problem(cfg, accelerator.device, accelerator.num_processes, accelerator.unwrap_model(model),
+                                loss_fn, run.labels_checked)
+        if problem is not None:
+            raise ConfigError(problem)
 
     accelerator.register_for_checkpointing(scheduler, run.state)
     if len(loss_fn.state_dict()) > 0:
@@ -146,6 +153,8 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
         s = run.state
         where = f"epoch {s.epoch + 1}, step {s.step_in_epoch}" if s.step_in_epoch else f"epoch {s.epoch}"
         accelerator.print(f"resumed from {resume_from} after {where} (global step {s.global_step})")
+    if cfg.run.cuda_graphs:  # after the checkpoint: a graph holds the optimiser state tensors it was captured with
+        run.stepper, run.graphs = graphed(stepper, loss_fn, accelerator.device)
 
     if accelerator.is_main_process:  # after every component was built: a config error leaves the run directory as it was
         if before_first_write is not None:

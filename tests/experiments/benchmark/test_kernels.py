@@ -1,4 +1,4 @@
-"""experiments/benchmark/kernels.py and cuda_graphs.py on a machine without CUDA."""
+"""experiments/benchmark/kernels.py, cuda_graphs.py and graph_equivalence.py on a machine without CUDA."""
 
 from __future__ import annotations
 
@@ -23,3 +23,11 @@ def test_cuda_graph_probe_skips_in_one_line_without_cuda(capsys):
 
     assert main([]) == 0
     assert capsys.readouterr().out.strip().splitlines() == ["cuda_graphs: no CUDA device here; nothing measured"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the comparison would run")
+def test_graph_equivalence_skips_in_one_line_without_cuda(capsys):
+    from experiments.benchmark.graph_equivalence import main
+
+    assert main([]) == 0
+    assert capsys.readouterr().out.strip().splitlines() == ["graph_equivalence: no CUDA device here; nothing compared"]
