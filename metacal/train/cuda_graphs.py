@@ -30,7 +30,8 @@ that replayed training ends where eager training does.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Hashable, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -221,24 +222,18 @@ def _cloned(result: StepResult) -> StepResult:
                       {name: c(v) for name, v in result.diagnostics.items()})
 
 
-class _side_stream:
+@contextmanager
+def _side_stream(device: torch.device) -> Iterator[None]:
     """On CUDA, the block runs on a side stream that waits for, and is waited for by, the current one (the
     warm-up iterations of the capture recipe); elsewhere, nothing."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-
-    def __enter__(self) -> None:
-        if self.cuda:
-            self.side = torch.cuda.Stream()
-            self.side.wait_stream(torch.cuda.current_stream())
-            self.context = torch.cuda.stream(self.side)
-            self.context.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.cuda:
-            self.context.__exit__(*exc)
-            torch.cuda.current_stream().wait_stream(self.side)
+    if device.type != "cuda":
+        yield
+        return
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        yield
+    torch.cuda.current_stream().wait_stream(side)
 
 
 def graphed(stepper: Stepper, loss: nn.Module, device: torch.device) -> tuple[Stepper, GraphedSteps]:
