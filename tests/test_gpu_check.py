@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.benchmark.gpu_check import FAMILIES, GRAPHED, PRECISIONS, checks, main
+from experiments.benchmark.gpu_check import BENCHMARKS, FAMILIES, GRAPHED, PRECISIONS, checks, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ def test_dry_run_loads_every_config_and_lists_every_check(capsys, tmp_path, monk
     assert main(["--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     todo = checks(tmp_path)
-    assert len(lines) == len(todo) == len(FAMILIES) * len(PRECISIONS) + len(GRAPHED) + 8
+    assert len(lines) == len(todo) == len(FAMILIES) * len(PRECISIONS) + len(GRAPHED) + len(BENCHMARKS) + 3  # launch, SIGTERM, resume
     assert sum("run.cuda_graphs=true" in line for line in lines) == len(GRAPHED)
     assert sum("run.mixed_precision=bf16" in line for line in lines) == len(FAMILIES)
     assert sum("meta.backend=higher" in line for line in lines) == 3  # fp32, bf16, CUDA graphs
@@ -47,9 +47,10 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     three GPU targets by hand: CE loop 2.0 + 0.4 s over 375 × 5 ms = 1.28× (not met); FLγ-SECE 5.0 / 2.4 s =
     2.08× (met); jvp 2.2× focal (met); and again with CUDA graphs: FLγ-SECE 2.0 / CE 1.0 s replayed = 2.00×
     (met), 2.0 / 2.4 s against eager CE = 0.83×, a replayed jvp step 3.0 / 1.0 ms = 3.00× a replayed focal one
-    (not met)."""
+    (not met). Both jvp lines give the arithmetic ratio of the FLOP count beside them (2.66×)."""
     import json
 
+    import experiments.benchmark.flops as gpu_check_flops
     import experiments.benchmark.gpu_check as gpu_check
 
     regime = "configs/fashion_mnist_resnet_overconfident"
@@ -65,8 +66,10 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
              "loaders": [{"config": f"{regime}/ce.yaml", "per_sample_s": 2.0, "batched_s": 0.1, "speedup": 20.0}]}
     meta = {"plain_s": 0.005, "focal_s": 0.0052, "ratio_to_focal": {"jvp": 2.2, "higher": 4.0, "head": 1.3}}
     kernels = {"unit": "device activities", "bench": {"plain": 310.0, "jvp": 1490.0}, "trainer": {"ce": 402.4}}
+    ratios = dict(zip(gpu_check_flops.STEPS, (1.0, 1.0, 2.0, 2.66, 1.34, 3.42, 4.42, 6.74)))
+    flops = {"flops": {n: int(2e9 * r) for n, r in ratios.items()}, "ratio_to_focal": ratios}
     outputs = {"bench_epoch": "timing…\n" + json.dumps(epoch), "bench_meta_step": json.dumps(meta),
-               "kernels": json.dumps(kernels),
+               "kernels": json.dumps(kernels), "flops": json.dumps(flops),
                "cuda_graphs": json.dumps({"steps": {"plain": {"eager_ms": 5.0, "graph_ms": 1.0, "speedup": 5.0},
                                                     "focal": {"eager_ms": 5.5, "graph_ms": 1.0, "speedup": 5.5},
                                                     "jvp": {"eager_ms": 24.0, "graph_ms": 3.0, "speedup": 8.0},
@@ -87,15 +90,17 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     assert main(["--out", str(tmp_path / "runs"), "--output", str(page), "--jobs", "3"]) == 1  # focal bf16 failed
     todo = checks(tmp_path / "runs")
     assert sorted(ran) == sorted(c.name for c in todo)
-    assert ran[:5] == ["bench_meta_step", "bench_epoch", "kernels", "cuda_graphs", "graph_equivalence"]
+    assert ran[:6] == ["bench_meta_step", "bench_epoch", "kernels", "flops", "cuda_graphs", "graph_equivalence"]
     text = page.read_text()
     assert "Device: Fake GPU" in text and "ran 3 at a time" in text
     assert "2.40 s of training loop" in text and "1.28× (target ≤ 1.25: NOT met)" in text
     assert "5.00 / 2.40 s = 2.08× (target ≤ 2.5: met)" in text
-    assert "2.20× (median over rounds of the paired ratio; target ≤ 2.5: met)" in text
+    arithmetic = "; arithmetic 2.66× (FLOPs, experiments.benchmark.flops))"
+    assert f"2.20× (median over rounds of the paired ratio; target ≤ 2.5: met{arithmetic}" in text
     assert "both replayed: 2.00 / 1.00 s = 2.00× (target ≤ 2.5: met)" in text
     assert "FLγ-SECE replayed / CE eager (training loop): 2.00 / 2.40 s = 0.83×" in text
-    assert "both replayed from a CUDA graph: 3.00× (medians; target ≤ 2.5: NOT met)" in text
+    assert f"both replayed from a CUDA graph: 3.00× (medians; target ≤ 2.5: NOT met{arithmetic}" in text
+    assert "| meta step, `jvp` | 5.320 | 2.66 |" in text and "| plain CE step | 2.000 | 1.00 |" in text
     assert "| jvp | 12 | 9 | yes | 0.0e+00 |" in text
     assert "`configs/fashion_mnist_resnet_overconfident/ce.yaml` (CUDA graphs) | 100 / 375 | 0.40 | 0.60 |" in text
     assert "| focal bf16 | 0 | 1 | 1.0 | FAILED |" in text

@@ -107,11 +107,11 @@ Target: one Fashion-MNIST epoch through the batched train loader alone ≤ {LOAD
 {END}"""
 
 
-def write(path: Path, text: str) -> None:
-    """Replace the section between the markers (or append it)."""
+def write(path: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the section between the markers ``begin`` and ``end`` (or append it)."""
     old = path.read_text() if path.exists() else ""
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + text + old[old.index(end) + len(end):]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(new)

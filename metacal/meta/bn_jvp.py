@@ -37,6 +37,7 @@ class _TrainBatchNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps, stats):
+        ctx.set_materialize_grads(False)  # a frozen weight's or bias's tangent arrives as None: no pass over zeros
         if stats is None:
             out, mean, invstd = torch.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)
         else:  # the real forward's batch statistics of this very input

@@ -17,7 +17,7 @@ points; in a loop of one's own, call it once per epoch (README, "Your own traini
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
 import torch

@@ -4,7 +4,8 @@ The JVP runs at the OLD θ on the train batch — the very computation the real 
 AD would recompute every primal convolution next to the two tangent ones (ż = conv(ẋ, W) + conv(x, Ẇ) + ḃ);
 recording the outputs of ``nn.Conv{1,2,3}d`` / ``nn.Linear`` modules during the real forward (forward hooks,
 references, no copies) lets the JVP pass skip those primal convolutions (3 → 2 convolutions per layer,
-2 → 1 for the first layer, whose input has no tangent).
+2 → 1 for the first layer, whose input has no tangent: the rule gets None for it, not a tensor of zeros, so the
+pass computes exactly 2F − f₁ for forward FLOPs F and first-layer FLOPs f₁, tests/experiments/benchmark/test_flops.py).
 
 Safety: a recorded output is used only if it has not been modified in place since (its version counter is
 unchanged) and the input's shape and dtype match (an autocast real forward records low-precision outputs); otherwise, or when a module was not recorded (e.g. a compiled forward),
@@ -102,8 +103,9 @@ class _ReplayLinearOp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, box):
         recorded, kernel = box
+        ctx.set_materialize_grads(False)  # an input without a tangent arrives as None, not as zeros to convolve
         ctx.save_for_forward(x, weight)
-        ctx.kernel = kernel
+        ctx.kernel, ctx.out_shape = kernel, recorded.shape
         return recorded.detach()
 
     @staticmethod
@@ -115,7 +117,7 @@ class _ReplayLinearOp(torch.autograd.Function):
         if weight_t is not None:
             term = ctx.kernel(x, weight_t, bias_t)
             out = term if out is None else out.add_(term)
-        return out if out is not None else torch.zeros_like(ctx.kernel(x, weight, None))
+        return out if out is not None else x.new_zeros(ctx.out_shape)
 
 
 @contextmanager
