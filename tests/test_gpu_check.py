@@ -47,7 +47,8 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     three GPU targets by hand: CE loop 2.0 + 0.4 s over 375 × 5 ms = 1.28× (not met); FLγ-SECE 5.0 / 2.4 s =
     2.08× (met); jvp 2.2× focal (met); and again with CUDA graphs: FLγ-SECE 2.0 / CE 1.0 s replayed = 2.00×
     (met), 2.0 / 2.4 s against eager CE = 0.83×, a replayed jvp step 3.0 / 1.0 ms = 3.00× a replayed focal one
-    (not met). Both jvp lines give the arithmetic ratio of the FLOP count beside them (2.66×)."""
+    (not met). Both jvp lines give the arithmetic ratio of the FLOP count beside them (2.66×), both FLγ-SECE / CE
+    lines that of the trainer's iterations (5.3 / 2.0 GFLOP = 2.65×)."""
     import json
 
     import experiments.benchmark.flops as gpu_check_flops
@@ -67,7 +68,8 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     meta = {"plain_s": 0.005, "focal_s": 0.0052, "ratio_to_focal": {"jvp": 2.2, "higher": 4.0, "head": 1.3}}
     kernels = {"unit": "device activities", "bench": {"plain": 310.0, "jvp": 1490.0}, "trainer": {"ce": 402.4}}
     ratios = dict(zip(gpu_check_flops.STEPS, (1.0, 1.0, 2.0, 2.66, 1.34, 3.42, 4.42, 6.74)))
-    flops = {"flops": {n: int(2e9 * r) for n, r in ratios.items()}, "ratio_to_focal": ratios}
+    flops = {"flops": {n: int(2e9 * r) for n, r in ratios.items()}, "ratio_to_focal": ratios,
+             "trainer": {"ce": 2.0e9, "focal": 2.0e9, "flgamma_sece": 5.3e9}}
     outputs = {"bench_epoch": "timing…\n" + json.dumps(epoch), "bench_meta_step": json.dumps(meta),
                "kernels": json.dumps(kernels), "flops": json.dumps(flops),
                "cuda_graphs": json.dumps({"steps": {"plain": {"eager_ms": 5.0, "graph_ms": 1.0, "speedup": 5.0},
@@ -94,10 +96,11 @@ def test_page_records_every_check_and_the_targets_from_the_benchmarks(tmp_path, 
     text = page.read_text()
     assert "Device: Fake GPU" in text and "ran 3 at a time" in text
     assert "2.40 s of training loop" in text and "1.28× (target ≤ 1.25: NOT met)" in text
-    assert "5.00 / 2.40 s = 2.08× (target ≤ 2.5: met)" in text
+    assert "5.00 / 2.40 s = 2.08× (target ≤ 2.5: met; arithmetic 2.65× per iteration)" in text
     arithmetic = "; arithmetic 2.66× (FLOPs, experiments.benchmark.flops))"
     assert f"2.20× (median over rounds of the paired ratio; target ≤ 2.5: met{arithmetic}" in text
-    assert "both replayed: 2.00 / 1.00 s = 2.00× (target ≤ 2.5: met)" in text
+    assert "both replayed: 2.00 / 1.00 s = 2.00× (target ≤ 2.5: met; arithmetic 2.65× per iteration)" in text
+    assert "| flgamma_sece | 5.300 | 2.65 |" in text
     assert "FLγ-SECE replayed / CE eager (training loop): 2.00 / 2.40 s = 0.83×" in text
     assert f"both replayed from a CUDA graph: 3.00× (medians; target ≤ 2.5: NOT met{arithmetic}" in text
     assert "| meta step, `jvp` | 5.320 | 2.66 |" in text and "| plain CE step | 2.000 | 1.00 |" in text

@@ -13,7 +13,9 @@ slow backward kernels); one below it means that the extra work runs on faster ke
 
 Rows: the steps of scripts/bench_meta_step.py on its setup (small_resnet, 128 train + 128 meta-val images of
 28×28), one step each after an uncounted one. Also: F, the forward pass of the train batch, and f₁, its first
-layer (its input, the images, has neither a gradient nor a tangent).
+layer (its input, the images, has neither a gradient nor a tangent). And the trainer's iterations
+(:func:`metacal.train.loop.train_epoch`) of the ResNet regime's CE, focal and FLγ-SECE configs, per iteration of
+a capped epoch after an uncounted one; they need Fashion-MNIST and are left out in one line without it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .meta_step import Method, default_setup
 
 BEGIN, END = "<!-- flops: begin -->", "<!-- flops: end -->"
 STEPS = ("plain", "focal", "floor", "jvp", "head", "higher", "higher_recompute", "jvp_trajectory")
+TRAINER = ("ce", "focal", "flgamma_sece")
 LABELS = {"plain": "plain CE step", "focal": "focal step (γ-Net, no meta)",
           "floor": "reference: focal step + meta-val fwd/bwd (floor)", "jvp": "meta step, `jvp`",
           "head": "meta step, `head`", "higher": "meta step, `higher`",
@@ -116,10 +119,29 @@ def measure(device: torch.device, setup: tuple | None = None) -> dict:
             "forward": forward, "first_layer": first, "batch": int(x.shape[0]), "meta_batch": int(data[2].shape[0])}
 
 
+def trainer_flops(device: torch.device, steps: int = 2) -> dict[str, float] | str:
+    """FLOPs per iteration of the trainer's loop for :data:`TRAINER` (the ResNet regime), or, without
+    Fashion-MNIST, the one-line reason they are left out."""
+    from metacal.data import DataNotFoundError
+
+    from .kernels import trainer_steps
+
+    try:
+        return trainer_steps(device, steps, TRAINER, counter=lambda fn, calls, _device: count(fn) / calls)
+    except DataNotFoundError as err:
+        return f"the trainer's rows are left out: {str(err).splitlines()[0]}"
+
+
 def table(result: dict) -> str:
     f = result["flops"]
     lines = ["| step | GFLOP | × focal |", "|---|---:|---:|"]
     lines += [f"| {LABELS[n]} | {f[n] / 1e9:.3f} | {result['ratio_to_focal'][n]:.2f} |" for n in STEPS]
+    trainer = result.get("trainer")
+    if isinstance(trainer, dict):
+        lines += ["", "| trainer iteration (ResNet regime) | GFLOP | × CE |", "|---|---:|---:|"]
+        lines += [f"| {n} | {v / 1e9:.3f} | {v / trainer['ce']:.2f} |" for n, v in trainer.items()]
+    elif trainer:
+        lines += ["", trainer]
     return "\n".join(lines)
 
 
@@ -128,6 +150,11 @@ def section(result: dict, command: str) -> str:
     g = lambda n: f"{n / 1e9:.3f}"  # noqa: E731
     tangent = f["jvp"] - f["floor"]
     when = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    trainer, trainer_line = result.get("trainer"), ""
+    if isinstance(trainer, dict):
+        trainer_line = (f"\n- The trainer's iterations (second table; configs/fashion_mnist_resnet_overconfident, a "
+                        f"capped epoch):\n  CE's computes {trainer['ce'] / f['plain']:.3f}× the plain step above, "
+                        f"FLγ-SECE's {trainer['flgamma_sece'] / trainer['ce']:.2f}× CE's.")
     return f"""{BEGIN}
 ## Arithmetic per step
 
@@ -149,7 +176,7 @@ count is the algorithm's, the same on every device.
   plain step ({g(f['plain'])}), as the two batches have the same size.
 - jvp − floor = {g(tangent)} GFLOP = {tangent / f['focal']:.2f} focal steps: the tangent pass, 2F − f₁ =
   {g(2 * big_f - f1)} GFLOP (two convolutions per layer, one for the first), and the contraction with
-  ∂²ℓ/∂z∂γ ({(tangent - 2 * big_f + f1) / 1e6:.2f} MFLOP).
+  ∂²ℓ/∂z∂γ ({(tangent - 2 * big_f + f1) / 1e6:.2f} MFLOP).{trainer_line}
 
 So every exact full-network hypergradient that takes the real step once computes {result['ratio_to_focal']['floor']:.2f}
 focal steps with a meta-val batch as large as the train batch, and `jvp` computes
@@ -172,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
     result = measure(device)
+    result["trainer"] = trainer_flops(device)
     print(table(result), flush=True)
     if not args.no_write:
         command = "python -m experiments.benchmark.flops " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -60,8 +60,10 @@ def bench_steps(device: torch.device, steps: int) -> dict[str, float]:
     return found
 
 
-def trainer_steps(device: torch.device, steps: int, methods=TRAINER_METHODS) -> dict[str, float]:
-    """Operations per iteration of the trainer's loop, per method of the ResNet regime."""
+def trainer_steps(device: torch.device, steps: int, methods=TRAINER_METHODS,
+                  counter: Callable[[Callable[[], None], int, torch.device], float] = count) -> dict[str, float]:
+    """Operations per iteration of the trainer's loop, per method of the ResNet regime (``counter``: what is
+    counted per call of its function; default :func:`count`)."""
     from metacal.train.loop import train_epoch
 
     from .epoch import build_run
@@ -72,7 +74,7 @@ def trainer_steps(device: torch.device, steps: int, methods=TRAINER_METHODS) -> 
         with tempfile.TemporaryDirectory() as scratch:
             run = build_run(f"{REGIME}/{method}.yaml", extra, Path(scratch))
             train_epoch(run, 0)  # untimed: cuDNN's autotuner, the allocator, lazy state
-            found[method] = count(lambda: train_epoch(run, 1), 1, device) / run.steps_per_epoch
+            found[method] = counter(lambda: train_epoch(run, 1), 1, device) / run.steps_per_epoch
             run.tb.close()
     return found
 

@@ -4,6 +4,7 @@ arithmetic of the meta step's passes (the ``jvp`` tangent pass computes exactly 
 from __future__ import annotations
 
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from experiments.benchmark.flops import BEGIN, END, FlopCount, count, first_layer, measure, section
 from experiments.benchmark.meta_step import build_setup
+from tests.installed import requires_fashion_mnist
+
+ROOT = Path(__file__).resolve().parents[3]
 
 B, D_IN, D_HID, D_OUT = 8, 5, 7, 3
 
@@ -119,3 +123,29 @@ def test_the_meta_step_page_keeps_the_other_scripts_sections_in_their_order():
     assert with_kept_sections("# new table\n", old) == f"# new table\n\n{flops}\n\n{epoch}\n"
     assert with_kept_sections("# new\n", f"# old\n{epoch}\n{flops}\n") == f"# new\n\n{epoch}\n\n{flops}\n"
     assert with_kept_sections("# new\n", "# old, no sections\n") == "# new\n"
+
+
+@requires_fashion_mnist
+def test_the_trainers_iterations_compute_what_the_benchmarks_steps_compute(tmp_path, monkeypatch):
+    """The ResNet regime trains bench_meta_step's setup (small_resnet, batches of 128 images of 28×28): its CE
+    iteration computes exactly the plain step's products; FLγ-SECE's adds the meta step's, as `jvp` does."""
+    from experiments.benchmark.flops import trainer_flops
+    from experiments.benchmark.meta_step import default_setup
+
+    monkeypatch.chdir(ROOT)
+    trainer = trainer_flops(torch.device("cpu"), steps=1)
+    bench = measure(torch.device("cpu"), default_setup(torch.device("cpu")))["flops"]
+    assert trainer["ce"] == bench["plain"]
+    assert trainer["flgamma_sece"] / trainer["ce"] == pytest.approx(bench["jvp"] / bench["plain"], rel=0.01)
+
+
+def test_without_fashion_mnist_the_trainers_rows_are_left_out_in_one_line(tmp_path, monkeypatch):
+    from experiments.benchmark.flops import table, trainer_flops
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("METACAL_NO_SYSTEM_DATASETS", "1")
+    monkeypatch.setenv("METACAL_DATA", str(tmp_path))
+    line = trainer_flops(torch.device("cpu"), steps=1)
+    assert line.startswith("the trainer's rows are left out: dataset 'fashion_mnist' not found") and "\n" not in line
+    result = measure(torch.device("cpu"), tiny_setup())
+    assert table({**result, "trainer": line}).endswith("\n\n" + line)
