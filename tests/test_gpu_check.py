@@ -28,7 +28,8 @@ def test_dry_run_loads_every_config_and_lists_every_check(capsys, tmp_path, monk
     assert main(["--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     todo = checks(tmp_path)
-    assert len(lines) == len(todo) == len(FAMILIES) * len(PRECISIONS) + len(GRAPHED) + len(BENCHMARKS) + 3  # launch, SIGTERM, resume
+    extra = 3  # accelerate launch, SIGTERM, resume
+    assert len(lines) == len(todo) == len(FAMILIES) * len(PRECISIONS) + len(GRAPHED) + len(BENCHMARKS) + extra
     assert sum("run.cuda_graphs=true" in line for line in lines) == len(GRAPHED)
     assert sum("run.mixed_precision=bf16" in line for line in lines) == len(FAMILIES)
     assert sum("meta.backend=higher" in line for line in lines) == 3  # fp32, bf16, CUDA graphs

@@ -182,8 +182,8 @@ So every exact full-network hypergradient that takes the real step once computes
 focal steps with a meta-val batch as large as the train batch, and `jvp` computes
 {result['ratio_to_focal']['jvp']:.2f}. Its wall time can come in under that ratio only where its extra passes run
 faster per FLOP than the focal step does (the tangent pass convolves with forward kernels, a backward pass
-with backward ones); a target below the ratio asks for exactly that. `higher`'s double backward computes {result['ratio_to_focal']['higher']:.2f} focal steps,
-{f['higher'] / f['jvp']:.2f}× what `jvp` computes.
+with backward ones); a target below the ratio asks for exactly that. `higher`'s double backward computes
+{result['ratio_to_focal']['higher']:.2f} focal steps, {f['higher'] / f['jvp']:.2f}× what `jvp` computes.
 What computes less changes the method's settings: `meta.every: 2` (a meta step every second iteration) computes
 (jvp + focal) / 2 = {(result['ratio_to_focal']['jvp'] + 1) / 2:.2f} focal steps per iteration, and the `head` backend
 {result['ratio_to_focal']['head']:.2f}.

@@ -16,16 +16,16 @@ from metacal.report.machine import cpu_model
 
 TARGETS = "jvp ≤ 3.0× focal, head ≤ 1.4× focal, jvp ≥ 2× faster than higher, jvp peak memory < higher"
 
-INTRO = """This page is measured on the CPU. [performance_gpu.md](performance_gpu.md) is the same story on a GPU, written
-by `python scripts/gpu_check.py` (every method family in fp32 and bf16, `accelerate launch`, SIGTERM and resume,
-the epoch and meta-step benchmarks). There, at batch 128, the small ResNet's step is launch-bound: its time grows
-with the operations it launches (counted by `python -m experiments.benchmark.kernels`), and the same step replayed
-from a CUDA graph (`python -m experiments.benchmark.cuda_graphs`) is several times faster than eager. With a
-capturable Adam for the γ-Net the whole `jvp` meta step captures, and its replay takes less time than an eager
+INTRO = """This page is measured on the CPU. [performance_gpu.md](performance_gpu.md) is the same story on a GPU,
+written by `python scripts/gpu_check.py` (every method family in fp32 and bf16, `accelerate launch`, SIGTERM and
+resume, the epoch and meta-step benchmarks). There, at batch 128, the small ResNet's step is launch-bound: its time
+grows with the operations it launches (counted by `python -m experiments.benchmark.kernels`), and the same step
+replayed from a CUDA graph (`python -m experiments.benchmark.cuda_graphs`) is several times faster than eager. With
+a capturable Adam for the γ-Net the whole `jvp` meta step captures, and its replay takes less time than an eager
 focal step. The trainer replays its iterations that way with `run.cuda_graphs: true`
 ([training](training.md#cuda-graphs)). On CPU, with an emulated graph, replayed training is bit for bit eager
-training (tests/train/test_cuda_graphs.py); the GPU check compares the two on the GPU and times both. What a
-step must compute, whatever the device, is counted in [Arithmetic per step](#arithmetic-per-step)."""
+training (tests/train/test_cuda_graphs.py); the GPU check compares the two on the GPU and times both. What a step
+must compute, whatever the device, is counted in [Arithmetic per step](#arithmetic-per-step)."""
 
 
 def render_table(result, names, median, cpu_median, columns, memory, saved) -> str:

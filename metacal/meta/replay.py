@@ -5,7 +5,8 @@ AD would recompute every primal convolution next to the two tangent ones (ż = c
 recording the outputs of ``nn.Conv{1,2,3}d`` / ``nn.Linear`` modules during the real forward (forward hooks,
 references, no copies) lets the JVP pass skip those primal convolutions (3 → 2 convolutions per layer,
 2 → 1 for the first layer, whose input has no tangent: the rule gets None for it, not a tensor of zeros, so the
-pass computes exactly 2F − f₁ for forward FLOPs F and first-layer FLOPs f₁, tests/experiments/benchmark/test_flops.py).
+pass computes exactly 2F − f₁ for forward FLOPs F and first-layer FLOPs f₁;
+tests/experiments/benchmark/test_flops.py).
 
 Safety: a recorded output is used only if it has not been modified in place since (its version counter is
 unchanged) and the input's shape and dtype match (an autocast real forward records low-precision outputs); otherwise, or when a module was not recorded (e.g. a compiled forward),
