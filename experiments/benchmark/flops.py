@@ -34,17 +34,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from .epoch_report import write
-from .meta_step import Method, default_setup
+from .meta_step import Method, default_setup, step_label
 
 BEGIN, END = "<!-- flops: begin -->", "<!-- flops: end -->"
 STEPS = ("plain", "focal", "floor", "jvp", "head", "higher", "higher_recompute", "jvp_trajectory")
 TRAINER = ("ce", "focal", "flgamma_sece")
-LABELS = {"plain": "plain CE step", "focal": "focal step (γ-Net, no meta)",
-          "floor": "reference: focal step + meta-val fwd/bwd (floor)", "jvp": "meta step, `jvp`",
-          "head": "meta step, `head`", "higher": "meta step, `higher`",
-          "higher_recompute": "reference: `higher` lookahead + separate real step",
-          "jvp_trajectory": "meta step, `jvp` + trajectory level"}
-
 
 class FlopCount(TorchDispatchMode):
     """FLOPs of the aten calls dispatched inside the block, in total and per operator, from ``flop_registry``.
@@ -135,7 +129,7 @@ def trainer_flops(device: torch.device, steps: int = 2) -> dict[str, float] | st
 def table(result: dict) -> str:
     f = result["flops"]
     lines = ["| step | GFLOP | × focal |", "|---|---:|---:|"]
-    lines += [f"| {LABELS[n]} | {f[n] / 1e9:.3f} | {result['ratio_to_focal'][n]:.2f} |" for n in STEPS]
+    lines += [f"| {step_label(n)} | {f[n] / 1e9:.3f} | {result['ratio_to_focal'][n]:.2f} |" for n in STEPS]
     trainer = result.get("trainer")
     if isinstance(trainer, dict):
         lines += ["", "| trainer iteration (ResNet regime) | GFLOP | × CE |", "|---|---:|---:|"]

@@ -30,6 +30,15 @@ from .memory import SavedTensorMeter, reset_rss_peak, rss_mb
 COMPARISON_ROWS = ("floor", "higher_recompute", "jvp_trajectory")
 
 
+def step_label(kind: str) -> str:
+    """The row label of a step kind in the benchmarks' tables."""
+    return {"plain": "plain CE step", "focal": "focal step (γ-Net, no meta)",
+            "floor": "reference: focal step + meta-val fwd/bwd (floor)",
+            "higher_recompute": "reference: `higher` lookahead + separate real step",
+            "jvp_trajectory": "meta step, `jvp` + trajectory level (`meta.horizon: trajectory`)"}.get(
+                kind, f"meta step, `{kind}`")
+
+
 class Method:
     """One benchmarked training step on its own copy of the initial state."""
 

@@ -12,6 +12,7 @@ import torch
 
 from experiments.benchmark.epoch_report import BEGIN, END
 from experiments.benchmark.flops import BEGIN as FLOPS_BEGIN, END as FLOPS_END
+from experiments.benchmark.meta_step import step_label
 from metacal.report.machine import cpu_model
 
 TARGETS = "jvp ≤ 3.0× focal, head ≤ 1.4× focal, jvp ≥ 2× faster than higher, jvp peak memory < higher"
@@ -34,10 +35,6 @@ def render_table(result, names, median, cpu_median, columns, memory, saved) -> s
         "peak_rss_increase": "peak RSS increase MB",
         "autograd_saved_tensors": "peak autograd-saved MB",
     }[result["peak_mem_kind"]]
-    label = {"plain": "plain CE step", "focal": "focal step (γ-Net, no meta)",
-             "floor": "reference: focal step + meta-val fwd/bwd (floor)",
-             "higher_recompute": "reference: `higher` lookahead + separate real step",
-             "jvp_trajectory": "meta step, `jvp` + trajectory level (`meta.horizon: trajectory`)"}
     lines = [
         f"| method | median s/step (wall) | × focal | × plain | median CPU s/step | × focal (CPU) | {mem_label} "
         "| peak autograd-saved MB | page faults/step |",
@@ -45,7 +42,7 @@ def render_table(result, names, median, cpu_median, columns, memory, saved) -> s
     ]
     for n in names:
         lines.append(
-            f"| {label.get(n, f'meta step, `{n}`')} | {median[n]:.4f} | {columns[n][0]:.2f} | "
+            f"| {step_label(n)} | {median[n]:.4f} | {columns[n][0]:.2f} | "
             f"{columns[n][1]:.2f} | {cpu_median[n]:.4f} | {columns[n][2]:.2f} | {memory[n]:.1f} | {saved[n]:.1f} | "
             f"{result['minor_faults_per_step'][n]:,.0f} |"
         )
