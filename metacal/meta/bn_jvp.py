@@ -1,8 +1,8 @@
 """A leaner forward-mode rule for train-mode BatchNorm, used only inside the ``jvp`` backend's JVP pass.
 
 torch's generic forward-AD formula for ``native_batch_norm`` runs ~15 unfused elementwise/reduction passes
-over the activation; here the tangent takes two kernels and one add. With x̂ = (x − μ)·σ⁻¹ (batch statistics
-per channel, biased variance σ² plus eps, as train-mode BN) and y = w·x̂ + b, the tangent is::
+over the activation; here the tangent takes two kernels and one add. With x̂ = (x − μ)·σ⁻¹ (per channel, the
+batch mean μ and σ = √(biased batch variance + eps), as train-mode BN) and y = w·x̂ + b, the tangent is::
 
     ẏ = w·σ⁻¹·(ẋ − mean(ẋ) − x̂·mean(ẋ·x̂)) + ẇ·x̂ + ḃ
 
@@ -38,7 +38,7 @@ class _TrainBatchNorm(torch.autograd.Function):
         ctx.set_materialize_grads(False)  # a frozen weight's or bias's tangent arrives as None: no pass over zeros
         if stats is None:
             out, mean, invstd = torch.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)
-            var = invstd.pow(-2)  # (biased batch variance + eps), for the eval-mode kernel of the tangent
+            var = invstd.pow(-2)  # σ², for the eval-mode kernel of the tangent
         else:  # the real forward's batch statistics of this very input
             mean, invstd = stats
             var = invstd.pow(-2)
