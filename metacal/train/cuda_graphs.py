@@ -231,9 +231,11 @@ def _side_stream(device: torch.device) -> Iterator[None]:
         return
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        yield
-    torch.cuda.current_stream().wait_stream(side)
+    try:
+        with torch.cuda.stream(side):
+            yield
+    finally:  # the current stream waits for the side one even when the block raises
+        torch.cuda.current_stream().wait_stream(side)
 
 
 def graphed(stepper: Stepper, loss: nn.Module, device: torch.device) -> tuple[Stepper, GraphedSteps]:
