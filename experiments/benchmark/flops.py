@@ -40,6 +40,7 @@ BEGIN, END = "<!-- flops: begin -->", "<!-- flops: end -->"
 STEPS = ("plain", "focal", "floor", "jvp", "head", "higher", "higher_recompute", "jvp_trajectory")
 TRAINER = ("ce", "focal", "flgamma_sece")
 
+
 class FlopCount(TorchDispatchMode):
     """FLOPs of the aten calls dispatched inside the block, in total and per operator, from ``flop_registry``.
 
