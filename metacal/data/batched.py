@@ -11,6 +11,9 @@ their tensors are bit-identical to the per-sample path's (tests/data/test_data_b
 Anything else gives None and keeps the per-sample path: random augmentations (a training view's crop and flip
 draw per sample, so a per-batch draw would change a run's numbers), image files (decoded by the loader's
 workers), datasets of the caller's own.
+
+torchvision is imported only where a transform is inspected, so data without images never loads it (why:
+metacal/data/transforms.py).
 """
 
 from __future__ import annotations
@@ -19,14 +22,9 @@ from typing import Any
 
 import torch
 from torch.utils.data import Dataset
-from torchvision.transforms import v2
-from torchvision.transforms.v2 import functional as F
 
 from .bundle import DataSubset
 from .image_datasets import ImageArrayDataset, VectorDataset
-
-#: Transforms that act on every pixel alike, so that a batch gives each sample's per-sample result.
-PER_PIXEL = (v2.ToDtype, v2.Normalize)
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -82,21 +80,28 @@ def batched_view(dataset: Dataset) -> BatchedView | None:
 
 def steps_of(transform: Any) -> list[Any]:
     """The steps of a ``v2.Compose`` (or the one transform)."""
+    from torchvision.transforms import v2
+
     return list(transform.transforms) if isinstance(transform, v2.Compose) else [transform]
 
 
 def deterministic(transform: Any) -> bool:
-    """Whether ``transform`` is None or a ``v2.Compose`` of :data:`PER_PIXEL` steps only (``ToDtype`` to one
-    dtype, not a per-type dict)."""
+    """Whether ``transform`` is None or a ``v2.Compose`` of steps that act on every pixel alike, so that a batch
+    gives each sample's per-sample result: ``ToDtype`` (to one dtype, not a per-type dict) and ``Normalize``."""
     if transform is None:
         return True
-    return all(type(step) in PER_PIXEL and not isinstance(getattr(step, "dtype", None), dict)
+    from torchvision.transforms import v2
+
+    return all(type(step) in (v2.ToDtype, v2.Normalize) and not isinstance(getattr(step, "dtype", None), dict)
                for step in steps_of(transform))
 
 
 def per_pixel(transform: Any, images: torch.Tensor) -> torch.Tensor:
     """``transform`` (:func:`deterministic`) applied to a batch (B, C, H, W) with torchvision's arithmetic, by its
     functional ops (the ``Transform`` objects cost more per call than the arithmetic of a small batch)."""
+    from torchvision.transforms import v2
+    from torchvision.transforms.v2 import functional as F
+
     for step in steps_of(transform):
         if isinstance(step, v2.ToDtype):
             images = F.to_dtype(images, step.dtype, scale=step.scale)
