@@ -1,6 +1,7 @@
 """The "Paired comparisons" section of the results page and its CSV, from synthetic run directories."""
 
 import csv
+import functools
 import math
 
 import numpy as np
@@ -43,6 +44,13 @@ def _test_numbers(run_dir):
     return float(metrics.ece(probs, y, 15)), float((probs.argmax(1) != y).double().mean())
 
 
+@functools.cache
+def _critical_t() -> tuple[np.ndarray, np.ndarray]:
+    """n = 2 … 10⁶ and t_{0.975, n−1}, computed once (half a second; the brute force below needs it per cell)."""
+    n = np.arange(2, 10**6)
+    return n, stats.t.ppf(0.975, n - 1)
+
+
 def _cell(a, b):
     """The table's Δ [CI] | p | resolved | seeds needed, computed with scipy from the two per-seed lists."""
     d = np.subtract(a, b)
@@ -53,8 +61,8 @@ def _cell(a, b):
     p = float(res.pvalue)
     p_cell = "< 0.001" if p < 0.001 else f"{p:.3f}"
     # seeds needed by brute force over n = 2 … 10⁶: the first n with t_{0.975,n−1}·s/√n < |d̄|
-    n = np.arange(2, 10**6)
-    ok = stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n) < abs(d.mean())
+    n, t = _critical_t()
+    ok = t * d.std(ddof=1) / np.sqrt(n) < abs(d.mean())
     assert ok.any()
     return (f"{100 * d.mean():+.2f} [{100 * ci.low:+.2f}, {100 * ci.high:+.2f}] | {p_cell} | "
             f"{'yes' if p < 0.05 else 'no'} | {int(n[ok.argmax()]):,}")
