@@ -50,11 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     folder = REPO_CONFIGS / args.regime
     configs = {"ce": folder / "ce.yaml", "focal": folder / "focal.yaml", "auto": folder / f"{args.auto}.yaml"}
     from metacal.train.config import config_exists
+    from .epoch_report import output_problem
 
     missing = [str(c) for c in configs.values() if not config_exists(c)]  # a file, or a composed dataset × method
-    if missing or args.repeats < 1:
-        print(f"bench_auto: error: {'missing ' + ', '.join(missing) if missing else '--repeats must be >= 1'}",
-              file=sys.stderr)
+    problem = ("missing " + ", ".join(missing) if missing else "--repeats must be >= 1" if args.repeats < 1
+               else output_problem(args.out) if args.out is not None else None)
+    if problem:
+        print(f"bench_auto: error: {problem}", file=sys.stderr)
         return 2
     times: dict[str, list[float]] = {name: [] for name in configs}
     measure, epochs = [], 0

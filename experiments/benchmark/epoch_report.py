@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import sys
 from pathlib import Path
@@ -25,8 +26,10 @@ LOADER_TARGET_S = 0.25
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench_epoch.py", description="Seconds per training epoch, split.")
-    p.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS))
-    p.add_argument("--methods", nargs="+", default=list(METHODS))
+    p.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS),
+                   help="one config per regime, or its folder (the loader is timed with this config, or ce.yaml)")
+    p.add_argument("--methods", nargs="+", default=list(METHODS),
+                   help="the configs of these names in each regime's folder")
     p.add_argument("--steps", type=int, default=None, help="time N iterations per method, scaled to the epoch")
     p.add_argument("--cpu", action="store_true", help="run on the CPU even where CUDA is available")
     p.add_argument("--threads", type=int, default=None, help="run.torch_threads (default: the config's)")
@@ -43,16 +46,43 @@ def overrides(args: argparse.Namespace) -> list[str]:
     return out + ([f"run.torch_threads={args.threads}"] if args.threads else [])
 
 
+def regime_config(config: str) -> Path:
+    """The config a ``--configs`` entry names: the file, or ``ce.yaml`` of a folder."""
+    return Path(config) / "ce.yaml" if Path(config).is_dir() else Path(config)
+
+
+def method_config(config: str, method: str) -> str:
+    """The config of ``method`` in the folder of ``config``."""
+    return str(regime_config(config).with_name(f"{method}.yaml"))
+
+
+def bad_input(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options (one line), or None; every config is loaded before anything is timed."""
+    from metacal.train.config import ConfigError, load_config
+
+    if args.steps is not None and args.steps < 1 or args.threads is not None and args.threads < 1:
+        return "--steps and --threads must be positive"
+    if not args.no_write and output_problem(args.output):
+        return output_problem(args.output)
+    for path in [str(regime_config(c)) for c in args.configs] + [method_config(c, m) for c in args.configs
+                                                                 for m in args.methods]:
+        try:
+            load_config(path, overrides(args))
+        except ConfigError as err:
+            return str(err)
+    return None
+
+
 def measure(args: argparse.Namespace) -> dict:
     extra = overrides(args)
     rows, loaders = [], []
     cuda = "run.cpu=true" not in extra
-    for config in args.configs:
+    for config in [str(regime_config(c)) for c in args.configs]:
         if cuda:  # untimed: the first epoch in a process pays for CUDA's context, cuDNN's autotuner, the allocator
-            time_epoch(str(Path(config).with_name(f"{args.methods[0]}.yaml")), 5, extra)
+            time_epoch(method_config(config, args.methods[0]), 5, extra)
         ways = (False, True) if args.graphs and cuda else (False,)  # eager; replayed from CUDA graphs
         for method, graphs in [(m, g) for m in args.methods for g in ways]:
-            path = str(Path(config).with_name(f"{method}.yaml"))
+            path = method_config(config, method)
             timing = time_epoch(path, args.steps, [*extra, *(["run.cuda_graphs=true"] if graphs else [])])
             rows.append({"config": path, "method": method, "graphs": graphs, **vars(timing), "epoch_s": timing.epoch_s})
             print(f"{path}{' (CUDA graphs)' if graphs else ''}: {timing.epoch_s:.2f} s/epoch (loader "
@@ -107,6 +137,19 @@ Target: one Fashion-MNIST epoch through the batched train loader alone ≤ {LOAD
 {END}"""
 
 
+def output_problem(path: Path | str) -> str | None:
+    """Why the page ``path`` cannot be written (one line), or None: the benchmarks check it before they measure
+    for minutes, not after."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder; give the page's file"
+    if not path.parent.is_dir():
+        return f"cannot write {path}: no folder {path.parent}"
+    if not os.access(path.parent, os.W_OK) or path.exists() and not os.access(path, os.W_OK):
+        return f"cannot write {path}: permission denied"
+    return None
+
+
 def write(path: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace the section between the markers ``begin`` and ``end`` (or append it)."""
     old = path.read_text() if path.exists() else ""
@@ -119,7 +162,17 @@ def write(path: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    result = measure(args)
+    problem = bad_input(args)
+    if problem:
+        print(f"bench_epoch: error: {problem}", file=sys.stderr)
+        return 2
+    from metacal.data import DataFormatError, DataNotFoundError
+
+    try:
+        result = measure(args)
+    except (DataNotFoundError, DataFormatError) as err:  # nothing is written before every regime is measured
+        print(f"bench_epoch: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
     print(tables(result))
     if not args.no_write:
         command = "python scripts/bench_epoch.py " + " ".join(sys.argv[1:] if argv is None else argv)

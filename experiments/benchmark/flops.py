@@ -33,7 +33,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from .epoch_report import write
+from .epoch_report import output_problem, write
 from .meta_step import Method, default_setup, step_label
 
 BEGIN, END = "<!-- flops: begin -->", "<!-- flops: end -->"
@@ -192,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", default="docs/performance.md", help="the page whose arithmetic section is replaced")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args(argv)
+    if not args.no_write and output_problem(args.output):
+        p.error(output_problem(args.output))
     device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
     result = measure(device)
     result["trainer"] = trainer_flops(device)

@@ -246,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
+    from .epoch_report import output_problem
+
+    if output_problem(args.output):  # the page is written after every check: the first one must not be lost
+        p.error(output_problem(args.output))
     import torch
 
     todo = checks(Path(args.out))

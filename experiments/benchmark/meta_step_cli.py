@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.benchmark.epoch_report import output_problem
 from experiments.benchmark.memory import minor_faults, rss_available
 from experiments.benchmark.meta_step import (
     BACKENDS,
@@ -52,6 +53,8 @@ from experiments.benchmark.meta_step import (
 )
 from experiments.benchmark.meta_step_report import render_table, write_doc
 
+from metacal import models, objectives
+from metacal.registry import UnknownNameError
 from metacal.train.process_settings import preload_forward_ad, retain_freed_memory
 
 #: the memory child runs through the launcher, which puts the checkout's root on sys.path
@@ -68,6 +71,28 @@ def measure_rss_in_child(argv: list[str]) -> dict[str, float] | None:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, OSError, ValueError, IndexError):
         return None
+
+
+def bad_input(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options (one line), or None; checked before anything is built or set."""
+    if args.reps < 1 or args.warmup < 0 or min(args.batch, args.meta_batch, args.classes, args.size) < 1:
+        return "--reps, --batch, --meta-batch, --classes, --size must be positive"
+    if args.threads is not None and args.threads < 1:
+        return f"--threads must be positive, got {args.threads}"
+    if not args.no_write and not args.memory_child and output_problem(args.output):
+        return output_problem(args.output)
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        return f"--device {args.device!r} is not a device (cpu, cuda, cuda:1, …)"
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return f"--device {args.device}: no CUDA device on this machine"
+    try:
+        models.check_name(args.model)
+        objectives.OBJECTIVES.get(args.objective)
+    except UnknownNameError as err:
+        return str(err)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                              "glibc: the C library's defaults (freed memory goes back to the OS)")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.reps < 1 or args.warmup < 0 or min(args.batch, args.meta_batch, args.classes, args.size) < 1:
-        print("error: --reps, --batch, --meta-batch, --classes, --size must be positive", file=sys.stderr)
+    problem = bad_input(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.threads is not None:
         torch.set_num_threads(args.threads)

@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,6 +33,23 @@ def data(n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return z, torch.multinomial(torch.softmax(z @ a.T, 1), 1, generator=g).squeeze(1)
 
 
+def predictions(path: Path) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """(logits, labels) of a run's predictions .npz, or what is wrong with the file (one line)."""
+    if not path.is_file():
+        return "no such file"
+    try:
+        with np.load(path) as stored:
+            missing = [k for k in ("logits", "labels") if k not in stored.files]
+            if missing:
+                return f"no {' or '.join(missing)} in it (a run's predictions/val.npz has both)"
+            z, y = torch.from_numpy(stored["logits"]).double(), torch.from_numpy(stored["labels"]).long()
+    except (OSError, ValueError) as err:
+        return f"not a numpy .npz file ({type(err).__name__})"
+    if z.dim() != 2 or z.shape[1] < 2 or y.shape != z.shape[:1]:
+        return f"logits must be N×K (K ≥ 2) with N labels, got {tuple(z.shape)} and {tuple(y.shape)}"
+    return z, y
+
+
 def cpu_seconds(fn):
     start = time.process_time()
     out = fn()
@@ -46,11 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
     args = parser.parse_args(argv)
     if args.predictions:
-        stored = np.load(args.predictions)
-        z, y = torch.from_numpy(stored["logits"]).double(), torch.from_numpy(stored["labels"]).long()
+        loaded = predictions(Path(args.predictions))
+        if isinstance(loaded, str):
+            print(f"bench_posthoc: error: --predictions {args.predictions}: {loaded}", file=sys.stderr)
+            return 2
+        z, y = loaded
     else:
         if args.n < 1 or args.k < 2:
-            print("bench_posthoc: --n must be ≥ 1 and --k ≥ 2", file=sys.stderr)
+            print("bench_posthoc: error: --n must be ≥ 1 and --k ≥ 2", file=sys.stderr)
             return 2
         z, y = data(args.n, args.k)
     rows = []

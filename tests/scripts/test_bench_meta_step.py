@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_meta_step.py"
 
@@ -44,3 +45,27 @@ def test_bench_script_json(capsys, tmp_path):
     assert all(f >= 0 for f in result["minor_faults_per_step"].values())
     assert "page faults/step |" in text and "`--malloc glibc`" in text
     assert bench.main(["--reps", "0"]) == 2
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--model", "nope"], "unknown model 'nope'"),
+    (["--model", "torchvision:nope"], "unknown torchvision model 'nope'"),
+    (["--objective", "nope"], "unknown objective 'nope'; available: avuc, dece"),
+    (["--device", "nope"], "--device 'nope' is not a device"),
+    pytest.param(["--device", "cuda"], "--device cuda: no CUDA device on this machine",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
+    (["--threads", "0"], "--threads must be positive, got 0"),
+    (["--batch", "0"], "--reps, --batch, --meta-batch, --classes, --size must be positive"),
+])
+def test_bad_options_are_one_line_before_anything_is_set(capsys, argv, says):
+    """Refused before the thread count or the allocator is touched (the options ask for another valid count)."""
+    spec = importlib.util.spec_from_file_location("bench_meta_step", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    threads = torch.get_num_threads()
+    other = ["--threads", str(threads + 1)] if "--threads" not in argv else []
+    assert bench.main([*argv, "--no-write", *other]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("error: ") and says in captured.err
+    assert torch.get_num_threads() == threads

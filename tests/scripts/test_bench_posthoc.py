@@ -36,3 +36,23 @@ def test_bench_posthoc_bad_settings(capsys):
     assert load().main(["--k", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--k ≥ 2" in err
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "no such file"),
+    ({"x": np.zeros(3)}, "no logits or labels in it"),
+    ({"logits": np.zeros((5, 3))}, "no labels in it"),
+    ({"logits": np.zeros((5, 3)), "labels": np.zeros(4)}, "logits must be N×K (K ≥ 2) with N labels, got (5, 3) and (4,)"),
+    ({"logits": np.zeros(5), "labels": np.zeros(5)}, "logits must be N×K"),
+    (b"not an archive", "not a numpy .npz file"),
+], ids=["missing", "other keys", "no labels", "lengths", "1-d logits", "not npz"])
+def test_bench_posthoc_bad_predictions_file_is_one_line(tmp_path, capsys, content, says):
+    path = tmp_path / "val.npz"
+    if isinstance(content, dict):
+        np.savez(path, **content)
+    elif content is not None:
+        path.write_bytes(content)
+    assert load().main(["--predictions", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith(f"bench_posthoc: error: --predictions {path}: ") and says in captured.err

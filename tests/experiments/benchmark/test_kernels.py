@@ -31,3 +31,20 @@ def test_graph_equivalence_skips_in_one_line_without_cuda(capsys):
 
     assert main([]) == 0
     assert capsys.readouterr().out.strip().splitlines() == ["graph_equivalence: no CUDA device here; nothing compared"]
+
+
+def test_without_fashion_mnist_the_trainer_rows_are_left_out_in_one_line(monkeypatch, tmp_path, capsys):
+    """The bench rows need no data (stubbed here: they are counted above); the trainer's rows read Fashion-MNIST."""
+    import json
+
+    import experiments.benchmark.kernels as kernels
+
+    monkeypatch.setattr(kernels, "bench_steps", lambda device, steps: {"plain": 7.0})
+    monkeypatch.setenv("METACAL_NO_SYSTEM_DATASETS", "1")
+    monkeypatch.setenv("METACAL_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert kernels.main(["--steps", "1", "--cpu", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    left_out = [line for line in lines if line.startswith("the trainer's rows are left out: ")]
+    assert len(left_out) == 1 and "dataset 'fashion_mnist' not found" in left_out[0]
+    assert json.loads(lines[-1]) == {"device": "cpu", "unit": "aten calls", "bench": {"plain": 7.0}, "trainer": {}}
