@@ -10,13 +10,13 @@ From Python::
 Own datasets and network: ``metacal.fit(model, train, val=..., test=..., config=..., overrides=[...])``
 (module ``fit``; not re-exported here, so that ``metacal.train.fit`` stays the module).
 
-Modules: ``schema`` and ``config`` (the sections' keys; the loader, which asks each choice list of its owner),
-``components`` (the one builder: config → data, model, loss, optimiser, schedule, loaders, the iteration),
-``cli`` (exit codes 0 / 1 diverged / 2 bad input / 75 preempted / 130 Ctrl-C), ``run_dir``, ``fit`` (own
-datasets and network from Python), ``setup`` (the run assembled before the first epoch), ``loop`` (the epoch
-loop), ``epoch_eval`` (an epoch's predictions and metrics), ``outputs`` (metrics.json & co.), ``tb_logging``,
-``checkpoint`` (crash-safe checkpoint scheme), ``compat`` (may a config resume a checkpoint), ``preemption``
-(SIGTERM and Ctrl-C), ``process_settings`` (threads, determinism, the CPU allocator).
+Modules: ``schema``, ``config`` and ``value_ranges`` (the sections' keys; the loader, which asks each choice list
+of its owner; the numbers' ranges), ``components`` (the one builder: config → data, model, loss, optimiser,
+schedule, loaders, the iteration), ``cli`` (exit codes 0 / 1 diverged / 2 bad input / 75 preempted / 130 Ctrl-C),
+``run_dir``, ``fit`` (own datasets and network from Python), ``setup`` (the run assembled before the first epoch),
+``loop`` (the epoch loop), ``epoch_eval`` (an epoch's predictions and metrics), ``outputs`` (metrics.json & co.),
+``tb_logging``, ``checkpoint`` (crash-safe checkpoint scheme), ``compat`` (may a config resume a checkpoint),
+``preemption`` (SIGTERM and Ctrl-C), ``process_settings`` (threads, determinism, the CPU allocator).
 Crash-safe writes: :mod:`metacal.atomic_io`.
 """
 

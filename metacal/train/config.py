@@ -36,6 +36,7 @@ from metacal.train.optim import OPTIMIZERS
 from metacal.train.schedules import SCHEDULES
 from metacal.train.yaml_loader import load_yaml
 from metacal.train.renamed_keys import check_renamed, upgrade_saved
+from metacal.train.value_ranges import out_of_range
 from metacal.train.schema import (  # noqa: F401  (re-exported: the schema is part of this API)
     Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, MetaConfig, ModelConfig, OptimConfig,
     RunConfig, ScheduleConfig, learner_section,
@@ -176,8 +177,10 @@ def _get(cfg: Config, key: str) -> Any:
     return getattr(getattr(cfg, section), name)
 
 
-def build_config(data: dict[str, Any] | DictConfig) -> Config:
-    """Validate a merged config against the schema and return the typed :class:`Config`."""
+def build_config(data: dict[str, Any] | DictConfig, overrides: list[str] = ()) -> Config:
+    """Validate a merged config against the schema, the choice lists and the number ranges
+    (metacal/train/value_ranges.py) and return the typed :class:`Config`; ``overrides``: the dotted ones merged
+    into ``data``, each refused where the run does not read it (:func:`check_section_overrides`)."""
     try:
         node = data if isinstance(data, DictConfig) else OmegaConf.create(data)
         for section in (f.name for f in dataclasses.fields(Config) if f.name != "learner"):
@@ -195,20 +198,9 @@ def build_config(data: dict[str, Any] | DictConfig) -> Config:
     for key, valid in CHOICES.items():
         if (value := _get(cfg, key)) not in valid:
             raise ConfigError(f"config key '{key}': {unknown_name('value', value, valid)}")
-    if cfg.data.batch_size <= 0 or cfg.meta.batch_size <= 0 or cfg.data.eval_batch_size <= 0:
-        raise ConfigError("batch sizes (data.batch_size, data.eval_batch_size, meta.batch_size) must be > 0")
-    if cfg.run.checkpoint_every_steps < 0:
-        raise ConfigError(f"run.checkpoint_every_steps must be >= 0 (0: only at epoch ends); "
-                          f"got {cfg.run.checkpoint_every_steps}")
-    if cfg.eval.bootstrap < 0:
-        raise ConfigError(f"eval.bootstrap must be >= 0 (0: no confidence intervals); got {cfg.eval.bootstrap}")
-    if not 0 < cfg.eval.ci_level < 1:
-        raise ConfigError(f"eval.ci_level must lie strictly between 0 and 1 (e.g. 0.9); got {cfg.eval.ci_level}")
-    if cfg.schedule.epochs <= 0:
-        raise ConfigError(f"schedule.epochs must be > 0; got {cfg.schedule.epochs}")
-    if not cfg.meta.shape_lr_scale >= 0:
-        raise ConfigError(f"meta.shape_lr_scale must be >= 0 (0 freezes the γ-Net's shape); "
-                          f"got {cfg.meta.shape_lr_scale}")
+    check_section_overrides(cfg, overrides)  # before the ranges: a value that would do nothing is refused as such
+    if message := out_of_range(cfg):
+        raise ConfigError(message)
     check_fine_tuning(cfg)
     return cfg
 
@@ -240,8 +232,7 @@ def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[s
     keys = [split_override(item)[0] for item in overrides]
     if message := check_renamed(OmegaConf.to_container(merged), keys):  # type: ignore[arg-type]
         raise ConfigError(message)
-    cfg = build_config(merged)  # type: ignore[arg-type]
-    check_section_overrides(cfg, overrides)
+    cfg = build_config(merged, list(overrides))  # type: ignore[arg-type]
     if cfg.run.method is None and path is not None:
         cfg.run.method = Path(path).stem
     return cfg

@@ -84,6 +84,7 @@ def test_plan_skip_resume_start(grid):
     (["ce.yaml"], [0], ["run.seed=3"], "not allowed in a sweep"),
     (["ce.yaml"], [0], ["lr"], "must look like section.key=value"),
     (["ce.yaml"], [0, 0], [], "duplicate seeds"),
+    (["ce.yaml"], [0, -1, 2**32], [], r"--seeds must lie in \[0, 2\*\*32 - 1\] \(run.seed\); got -1 4294967296"),
     (["missing.yaml"], [0], [], "config file not found"),
     (["ce.yaml", "sub/ce.yaml"], [0], [], "share the stem 'ce'"),
     ([], [0], [], "no configs"),

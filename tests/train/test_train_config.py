@@ -83,7 +83,8 @@ def test_override_values_are_yaml(tmp_path):
     (["meta.backend=autograd"], ["'meta.backend'", "higher, jvp, head"]),
     (["eval.select_by=acc"], ["'eval.select_by'", "error, nll, ece"]),
     (["meta.horizon=long"], ["'meta.horizon'", "step, trajectory"]),
-    (["meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be >= 0", "got -1"]),
+    (["learner=gamma_net", "meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be >= 0", "got -1"]),
+    (["meta.shape_lr_scale=-1"], ["override 'meta.shape_lr_scale' has no effect"]),  # a plain run: said as such
     (["meta.horizon_decay=1.5"], ["override 'meta.horizon_decay' has no effect"]),
     (["eval.bootstrap=-1"], ["eval.bootstrap must be >= 0 (0: no confidence intervals)", "got -1"]),
     (["eval.bootstrap=1.5"], ["'eval.bootstrap'"]),
@@ -347,3 +348,45 @@ def test_the_method_is_named_by_the_config_file_unless_the_config_names_it(tmp_p
     saved = write(tmp_path / "run" / "config.yaml", to_yaml(load_config(focal)))
     assert load_config(saved).run.method == "my_focal"  # a saved run keeps its name, not "config"
     assert load_config(None, ["data.name=mnist1d", "model.name=mlp"]).run.method is None
+
+
+@pytest.mark.parametrize("override, message", [
+    ("run.seed=-1", "run.seed must be a seed in [0, 2**32 - 1]; got -1"),
+    ("run.seed=4294967296", "run.seed must be a seed in [0, 2**32 - 1]; got 4294967296"),
+    ("data.seed=-2", "data.seed must be a seed in [0, 2**32 - 1]; got -2"),
+    ("data.batch_size=0", "data.batch_size must be > 0; got 0"),
+    ("meta.batch_size=-4", "meta.batch_size must be > 0; got -4"),
+    ("data.num_workers=-1", "data.num_workers must be >= 0 (0: batches made in the training process); got -1"),
+    ("eval.num_bins=0", "eval.num_bins must be > 0; got 0"),
+    ("logging.reliability_every=-1", "logging.reliability_every must be >= 0 (0: never); got -1"),
+    ("run.torch_threads=0", "run.torch_threads must be > 0, or null (torch's default); got 0"),
+    ("run.max_steps_per_epoch=0", "run.max_steps_per_epoch must be > 0, or null (the whole epoch); got 0"),
+    ("run.checkpoint_every_steps=-1", "run.checkpoint_every_steps must be >= 0 (0: only at epoch ends); got -1"),
+    ("schedule.epochs=0", "schedule.epochs must be > 0; got 0"),
+    ("schedule.lr_decay=-0.1", "schedule.lr_decay must be > 0 (the lr's factor at each milestone); got -0.1"),
+    ("meta.lr=-1e-4", "meta.lr must be >= 0; got -0.0001"),
+    ("meta.lr=.nan", "meta.lr must be >= 0; got nan"),
+    ("meta.weight_decay=-1", "meta.weight_decay must be >= 0; got -1.0"),
+    ("meta.ce_weight=-0.5", "meta.ce_weight must be >= 0 (0: the calibration objective alone); got -0.5"),
+])
+def test_numbers_outside_their_range_are_one_line_naming_the_key(tmp_path, override, message):
+    """Each of these was a library's traceback mid-setup (numpy's seed, the DataLoader, torch.set_num_threads,
+    Adam), a silent misuse (a negative lr factor) or a run that trained nothing (a step cap of 0)."""
+    path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nlearner: gamma_net\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, [override])
+    assert str(info.value) == message
+
+
+def test_every_range_has_a_key_of_the_schema_and_the_edges_pass(tmp_path):
+    """The table names real keys, and the edge values of the ranges load (0 where >= 0, the largest seed)."""
+    from metacal.train.value_ranges import RANGES, SEED_MAX
+
+    path = write(tmp_path / "c.yaml", "data: {name: mnist1d}\nmodel: {name: mlp}\nlearner: gamma_net\n")
+    cfg = load_config(path, [f"run.seed={SEED_MAX}", "data.seed=0", "data.num_workers=0", "meta.lr=0",
+                             "meta.ce_weight=0", "logging.reliability_every=0", "run.torch_threads=1",
+                             "run.max_steps_per_epoch=1", "eval.num_bins=1"])
+    assert cfg.run.seed == SEED_MAX and cfg.meta.lr == 0.0
+    for key, _, _ in RANGES:
+        section, name = key.split(".")
+        assert hasattr(getattr(cfg, section), name), key

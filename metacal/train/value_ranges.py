@@ -1,0 +1,69 @@
+"""The ranges of the config's numbers, checked after the schema has checked their types (metacal/train/config.py).
+
+One table, :data:`RANGES`: a value outside its range is one line naming the key, before anything is built. Without
+it a negative seed or thread count surfaced as a library's traceback in the middle of the setup, and a step cap of
+0 as a run that trained nothing. Keys with a rule of their own are checked by their owner: the warm-up by the
+schedule (metacal/train/schedules.py), the optimiser's numbers by the optimiser, ``meta.horizon_decay`` by the
+meta learner where the trajectory horizon reads it, the section ``auto`` by
+:func:`metacal.meta.auto.build_finder`, free-form options by the component that takes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+#: seeds are handed to numpy (the splits, MNIST-1D's generator), which takes 0 … 2³² − 1
+SEED_MAX = 2**32 - 1
+
+
+def _seed(v: Any) -> bool:
+    return 0 <= v <= SEED_MAX
+
+
+def _positive(v: Any) -> bool:
+    return v > 0
+
+
+def _not_negative(v: Any) -> bool:
+    return v >= 0  # False for NaN too
+
+
+def _positive_or_none(v: Any) -> bool:
+    return v is None or v > 0
+
+
+SEED = "be a seed in [0, 2**32 - 1]"
+
+#: (key, the test its value passes, what the value must do)
+RANGES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("data.seed", _seed, SEED),
+    ("data.batch_size", _positive, "be > 0"),
+    ("data.eval_batch_size", _positive, "be > 0"),
+    ("data.num_workers", _not_negative, "be >= 0 (0: batches made in the training process)"),
+    ("meta.batch_size", _positive, "be > 0"),
+    ("meta.lr", _not_negative, "be >= 0"),
+    ("meta.weight_decay", _not_negative, "be >= 0"),
+    ("meta.shape_lr_scale", _not_negative, "be >= 0 (0 freezes the γ-Net's shape)"),
+    ("meta.ce_weight", _not_negative, "be >= 0 (0: the calibration objective alone)"),
+    ("schedule.epochs", _positive, "be > 0"),
+    ("schedule.lr_decay", _positive, "be > 0 (the lr's factor at each milestone)"),
+    ("eval.num_bins", _positive, "be > 0"),
+    ("eval.bootstrap", _not_negative, "be >= 0 (0: no confidence intervals)"),
+    ("eval.ci_level", lambda v: 0 < v < 1, "lie strictly between 0 and 1 (e.g. 0.9)"),
+    ("logging.reliability_every", _not_negative, "be >= 0 (0: never)"),
+    ("run.seed", _seed, SEED),
+    ("run.torch_threads", _positive_or_none, "be > 0, or null (torch's default)"),
+    ("run.max_steps_per_epoch", _positive_or_none, "be > 0, or null (the whole epoch)"),
+    ("run.checkpoint_every_steps", _not_negative, "be >= 0 (0: only at epoch ends)"),
+)
+
+
+def out_of_range(cfg: Any) -> str | None:
+    """The first number of ``cfg`` (a :class:`metacal.train.schema.Config`) outside its range, as one line
+    (``KEY must …; got VALUE``), or None."""
+    for key, holds, must in RANGES:
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if not holds(value):
+            return f"{key} must {must}; got {value}"
+    return None
