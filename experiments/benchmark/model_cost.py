@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         threads = [int(t) for t in args.threads.split(",") if t]
         if not threads or min(threads) < 1:
             raise ValueError(f"--threads needs positive ints, got {args.threads!r}")
+        if min(args.batch, args.steps, args.repeats) < 1:
+            raise ValueError("--batch, --steps and --repeats must be positive")
         names = [n for n in args.models.split(",") if n]
         unknown = [n for n in names if n not in SETUPS]
         if unknown:
