@@ -47,6 +47,8 @@ def predictions(path: Path) -> tuple[torch.Tensor, torch.Tensor] | str:
         return f"not a numpy .npz file ({type(err).__name__})"
     if z.dim() != 2 or z.shape[1] < 2 or y.shape != z.shape[:1]:
         return f"logits must be N×K (K ≥ 2) with N labels, got {tuple(z.shape)} and {tuple(y.shape)}"
+    if len(y) == 0 or y.min() < 0 or y.max() >= z.shape[1]:
+        return f"labels must be class indices in [0, {z.shape[1]}) for {z.shape[1]} logits per row"
     return z, y
 
 

@@ -44,8 +44,10 @@ def test_bench_posthoc_bad_settings(capsys):
     ({"logits": np.zeros((5, 3))}, "no labels in it"),
     ({"logits": np.zeros((5, 3)), "labels": np.zeros(4)}, "logits must be N×K (K ≥ 2) with N labels, got (5, 3) and (4,)"),
     ({"logits": np.zeros(5), "labels": np.zeros(5)}, "logits must be N×K"),
+    ({"logits": np.zeros((2, 3)), "labels": np.array([0, 3])}, "labels must be class indices in [0, 3)"),
+    ({"logits": np.zeros((0, 3)), "labels": np.zeros(0)}, "labels must be class indices in [0, 3)"),
     (b"not an archive", "not a numpy .npz file"),
-], ids=["missing", "other keys", "no labels", "lengths", "1-d logits", "not npz"])
+], ids=["missing", "other keys", "no labels", "lengths", "1-d logits", "label ≥ K", "empty", "not npz"])
 def test_bench_posthoc_bad_predictions_file_is_one_line(tmp_path, capsys, content, says):
     path = tmp_path / "val.npz"
     if isinstance(content, dict):
