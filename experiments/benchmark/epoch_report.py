@@ -62,10 +62,11 @@ def bad_input(args: argparse.Namespace) -> str | None:
 
     if args.steps is not None and args.steps < 1 or args.threads is not None and args.threads < 1:
         return "--steps and --threads must be positive"
-    if not args.no_write and output_problem(args.output):
-        return output_problem(args.output)
-    for path in [str(regime_config(c)) for c in args.configs] + [method_config(c, m) for c in args.configs
-                                                                 for m in args.methods]:
+    if not args.no_write and (problem := output_problem(args.output)):
+        return problem
+    configs = [str(regime_config(c)) for c in args.configs] + [method_config(c, m) for c in args.configs
+                                                               for m in args.methods]
+    for path in dict.fromkeys(configs):  # each once (a regime's ce.yaml is usually one of its methods)
         try:
             load_config(path, overrides(args))
         except ConfigError as err:

@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", default="docs/performance.md", help="the page whose arithmetic section is replaced")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args(argv)
-    if not args.no_write and output_problem(args.output):
-        p.error(output_problem(args.output))
+    if not args.no_write and (problem := output_problem(args.output)):
+        p.error(problem)
     device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
     result = measure(device)
     result["trainer"] = trainer_flops(device)

@@ -248,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--jobs must be at least 1")
     from .epoch_report import output_problem
 
-    if output_problem(args.output):  # the page is written after every check: the first one must not be lost
-        p.error(output_problem(args.output))
+    if problem := output_problem(args.output):  # the page is written after every check: none may be lost
+        p.error(problem)
     import torch
 
     todo = checks(Path(args.out))

@@ -79,8 +79,8 @@ def bad_input(args: argparse.Namespace) -> str | None:
         return "--reps, --batch, --meta-batch, --classes, --size must be positive"
     if args.threads is not None and args.threads < 1:
         return f"--threads must be positive, got {args.threads}"
-    if not args.no_write and not args.memory_child and output_problem(args.output):
-        return output_problem(args.output)
+    if not args.no_write and not args.memory_child and (problem := output_problem(args.output)):
+        return problem
     try:
         device = torch.device(args.device)
     except RuntimeError:

@@ -2,12 +2,13 @@
 
     python scripts/bench_posthoc.py [--n 6000] [--k 10] [--predictions VAL.npz] [--json]
 
-Data: ``--predictions`` (a run's predictions/val.npz: logits, labels) or N×K Gaussian logits (scale 3) with
-labels drawn from softmax(A z), A = 0.6 I + 0.15 · noise (an over-confident model with class confusions).
-For each engine it measures the CPU seconds and the end value of L of one matrix-scaling fit per ODIR strength
-λ = μ (from W = I, to |∇L| < 1e-7), and of the whole cross-validated fit of matrix scaling and Dirichlet
-calibration (5 folds × 7 strengths + the final fit). The ratio column is L-BFGS time / Newton time; the
-value columns show which engine got lower (L-BFGS stops short at small λ, where L is badly conditioned).
+Data: ``--predictions`` (a run's predictions/val.npz, read by metacal.predictions; probs-only files as log p) or
+N×K Gaussian logits (scale 3) with labels drawn from softmax(A z), A = 0.6 I + 0.15 · noise (an over-confident
+model with class confusions). For each engine it measures the CPU seconds and the end value of L of one
+matrix-scaling fit per ODIR strength λ = μ (from W = I, to |∇L| < 1e-7), and of the whole cross-validated fit of
+matrix scaling and Dirichlet calibration (5 folds × 7 strengths + the final fit). The ratio column is L-BFGS
+time / Newton time; the value columns show which engine got lower (L-BFGS stops short at small λ, where L is
+badly conditioned).
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
 import torch
 
 import metacal.posthoc.affine as affine
 from metacal.posthoc import DirichletCalibration, MatrixScaling
 from metacal.posthoc.odir import ODIR_GRID
+from metacal.predictions import load_predictions
 
 
 def data(n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,25 +31,6 @@ def data(n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     z = torch.randn(n, k, generator=g, dtype=torch.float64) * 3
     a = 0.6 * torch.eye(k, dtype=torch.float64) + 0.15 * torch.randn(k, k, generator=g, dtype=torch.float64)
     return z, torch.multinomial(torch.softmax(z @ a.T, 1), 1, generator=g).squeeze(1)
-
-
-def predictions(path: Path) -> tuple[torch.Tensor, torch.Tensor] | str:
-    """(logits, labels) of a run's predictions .npz, or what is wrong with the file (one line)."""
-    if not path.is_file():
-        return "no such file"
-    try:
-        with np.load(path) as stored:
-            missing = [k for k in ("logits", "labels") if k not in stored.files]
-            if missing:
-                return f"no {' or '.join(missing)} in it (a run's predictions/val.npz has both)"
-            z, y = torch.from_numpy(stored["logits"]).double(), torch.from_numpy(stored["labels"]).long()
-    except (OSError, ValueError) as err:
-        return f"not a numpy .npz file ({type(err).__name__})"
-    if z.dim() != 2 or z.shape[1] < 2 or y.shape != z.shape[:1]:
-        return f"logits must be N×K (K ≥ 2) with N labels, got {tuple(z.shape)} and {tuple(y.shape)}"
-    if len(y) == 0 or y.min() < 0 or y.max() >= z.shape[1]:
-        return f"labels must be class indices in [0, {z.shape[1]}) for {z.shape[1]} logits per row"
-    return z, y
 
 
 def cpu_seconds(fn):
@@ -66,11 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
     args = parser.parse_args(argv)
     if args.predictions:
-        loaded = predictions(Path(args.predictions))
-        if isinstance(loaded, str):
-            print(f"bench_posthoc: error: --predictions {args.predictions}: {loaded}", file=sys.stderr)
+        try:  # the project's reader of a predictions .npz, with its checks (logits, or probs as log-probabilities)
+            stored = load_predictions(args.predictions)
+        except (FileNotFoundError, ValueError) as err:
+            print(f"bench_posthoc: error: {err}", file=sys.stderr)
             return 2
-        z, y = loaded
+        z, y = stored.logits_for_scaling().double(), stored.labels
     else:
         if args.n < 1 or args.k < 2:
             print("bench_posthoc: error: --n must be ≥ 1 and --k ≥ 2", file=sys.stderr)

@@ -39,16 +39,18 @@ def test_bench_posthoc_bad_settings(capsys):
 
 
 @pytest.mark.parametrize("content, says", [
-    (None, "no such file"),
-    ({"x": np.zeros(3)}, "no logits or labels in it"),
-    ({"logits": np.zeros((5, 3))}, "no labels in it"),
-    ({"logits": np.zeros((5, 3)), "labels": np.zeros(4)}, "logits must be N×K (K ≥ 2) with N labels, got (5, 3) and (4,)"),
-    ({"logits": np.zeros(5), "labels": np.zeros(5)}, "logits must be N×K"),
-    ({"logits": np.zeros((2, 3)), "labels": np.array([0, 3])}, "labels must be class indices in [0, 3)"),
-    ({"logits": np.zeros((0, 3)), "labels": np.zeros(0)}, "labels must be class indices in [0, 3)"),
-    (b"not an archive", "not a numpy .npz file"),
+    (None, "no such file; pass a .npz with 'labels' and 'logits' or 'probs'"),
+    ({"x": np.zeros(3)}, "missing key 'labels' (found: x)"),
+    ({"logits": np.zeros((5, 3))}, "missing key 'labels' (found: logits)"),
+    ({"logits": np.zeros((5, 3)), "labels": np.zeros(4)}, "'labels' must have shape (5,) to match 'logits' (5, 3), "
+                                                           "got (4,)"),
+    ({"logits": np.zeros(5), "labels": np.zeros(5)}, "'logits' must be N×K with N ≥ 1 and K ≥ 2, got shape (5,)"),
+    ({"logits": np.zeros((2, 3)), "labels": np.array([0, 3])}, "'labels' must lie in [0, 2] for K = 3, got [0, 3]"),
+    ({"logits": np.zeros((0, 3)), "labels": np.zeros(0)}, "'logits' must be N×K with N ≥ 1 and K ≥ 2, got shape (0, 3)"),
+    (b"not an archive", "cannot read as .npz"),
 ], ids=["missing", "other keys", "no labels", "lengths", "1-d logits", "label ≥ K", "empty", "not npz"])
 def test_bench_posthoc_bad_predictions_file_is_one_line(tmp_path, capsys, content, says):
+    """The file is read by metacal.predictions.load_predictions, whose one-line reasons the script prints."""
     path = tmp_path / "val.npz"
     if isinstance(content, dict):
         np.savez(path, **content)
@@ -57,4 +59,15 @@ def test_bench_posthoc_bad_predictions_file_is_one_line(tmp_path, capsys, conten
     assert load().main(["--predictions", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith(f"bench_posthoc: error: --predictions {path}: ") and says in captured.err
+    assert captured.err.startswith(f"bench_posthoc: error: {path}: ") and says in captured.err
+
+
+def test_bench_posthoc_reads_probabilities_as_log_probabilities(tmp_path, capsys):
+    """A probs-only file (as predictions of a model without logits) is fitted on log p: the same N and K."""
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(200, 3))
+    path = tmp_path / "val.npz"
+    np.savez(path, probs=np.exp(z) / np.exp(z).sum(1, keepdims=True), labels=rng.integers(0, 3, 200))
+    assert load().main(["--predictions", str(path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["n"], result["k"]) == (200, 3)
