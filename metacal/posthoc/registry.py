@@ -116,6 +116,14 @@ def check_fit_size(name: str, num_samples: int, num_classes: int) -> None:
                          f"got N = {num_samples}")
 
 
+def _check_predictions(**named: Any) -> None:
+    """One-line TypeError when a caller passes tensors (logits, probabilities) where Predictions belong."""
+    for arg, value in named.items():
+        if not isinstance(value, Predictions):
+            raise TypeError(f"{arg} must be a metacal.predictions.Predictions, got {type(value).__name__}; wrap logits "
+                            f"and labels as Predictions.from_logits(logits, labels)")
+
+
 def _inputs(name: str, pred: Predictions) -> torch.Tensor:
     return pred.logits_for_scaling() if spec(name).input == "logits" else pred.probs
 
@@ -123,6 +131,7 @@ def _inputs(name: str, pred: Predictions) -> torch.Tensor:
 def fit_calibrator(name: str, val: Predictions, num_bins: int = 15) -> Any:
     """The calibrator ``name`` fitted on ``val`` (checks the sample count and, for ``ts_perturbed``, that
     ``val.perturbed`` exists first)."""
+    _check_predictions(val=val)
     check_fit_size(name, val.labels.shape[0], val.num_classes)
     if not spec(name).needs_perturbed:
         return spec(name)(num_bins).fit(_inputs(name, val), val.labels)
@@ -137,6 +146,7 @@ def fit_calibrator(name: str, val: Predictions, num_bins: int = 15) -> Any:
 
 def apply_calibrator(name: str, fitted: Any, pred: Predictions) -> torch.Tensor:
     """Calibrated probabilities (N×K) of ``pred`` under ``fitted`` (a calibrator of kind ``name``)."""
+    _check_predictions(pred=pred)
     if pred.num_classes != fitted_num_classes(fitted, pred.num_classes):
         raise ValueError(f"{spec(name).description} was fitted for K = {fitted_num_classes(fitted, 0)} classes, "
                          f"got predictions with K = {pred.num_classes}")
@@ -151,6 +161,7 @@ def fitted_num_classes(fitted: Any, default: int) -> int:
 
 def calibrate(name: str, val: Predictions, test: Predictions, num_bins: int = 15) -> torch.Tensor:
     """Probabilities of ``test`` after the calibrator ``name`` fitted on ``val``."""
+    _check_predictions(val=val, test=test)
     return apply_calibrator(name, fit_calibrator(name, val, num_bins), test)
 
 

@@ -76,6 +76,17 @@ def test_too_few_samples_and_class_mismatch(val_test):
             registry.apply_calibrator(name, registry.fit_calibrator(name, val), other_k)
 
 
+def test_tensors_instead_of_predictions_are_refused_in_one_line(val_test):
+    val, test = val_test
+    with pytest.raises(TypeError, match=r"^val must be a metacal.predictions.Predictions, got Tensor; wrap"):
+        registry.fit_calibrator("ts_nll", val.logits)
+    fitted = registry.fit_calibrator("ts_nll", val)
+    with pytest.raises(TypeError, match=r"^pred must be a metacal.predictions.Predictions, got ndarray"):
+        registry.apply_calibrator("ts_nll", fitted, test.logits.numpy())
+    with pytest.raises(TypeError, match=r"^test must be a metacal.predictions.Predictions, got tuple"):
+        registry.calibrate("ts_nll", val, (test.logits, test.labels))
+
+
 def test_available_for_predictions_and_perturbed_refusal(val_test):
     val, _ = val_test
     plain = Predictions.from_logits(val.logits, val.labels)
