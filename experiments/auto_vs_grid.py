@@ -175,15 +175,16 @@ def root_table(grid: dict[str, dict[int, dict]], gammas: dict[str, float], seeds
 
 
 def trained_on(folders: Iterable[Path]) -> str:
-    """The line naming the devices and CPU kernel paths the runs under ``folders`` trained on (their
-    runtime.json): the same seed trains to slightly different numbers on another path (README, Quickstart)."""
+    """The line naming the devices, CPU models (where recorded) and CPU kernel paths the runs under ``folders``
+    trained on (their runtime.json): the same seed trains to slightly different numbers on another path, and
+    on another CPU vendor even on the same path (README, Quickstart)."""
     paths: set[str] = set()
     for folder in folders:
         for run in Path(folder).glob("**/seed*/"):
             for session in (read_json(RunPaths(run).runtime) or {}).get("sessions", []):
-                kernels = session.get("cpu_kernels")
-                paths.add(f"{session.get('device', '?')}, CPU kernels {kernels}" if kernels
-                          else f"{session.get('device', '?')}, CPU kernels not recorded")
+                kernels, cpu = session.get("cpu_kernels"), session.get("cpu")
+                where = f"{session.get('device', '?')}, {cpu}" if cpu else session.get("device", "?")
+                paths.add(f"{where}, CPU kernels {kernels}" if kernels else f"{where}, CPU kernels not recorded")
     if not paths:
         return "Trained on: not recorded (no runtime.json)."
     return ("Trained on: " + "; ".join(sorted(paths)) + " (the runs' runtime.json; another kernel path trains the "

@@ -132,7 +132,7 @@ def record(path: Path, info: Mapping[str, Any], resumed: bool) -> None:
     import accelerate
     import torch
 
-    from metacal.report.machine import cpu_kernels
+    from metacal.report.machine import cpu_kernels, cpu_model
 
     sessions: list = []
     try:
@@ -141,5 +141,5 @@ def record(path: Path, info: Mapping[str, Any], resumed: bool) -> None:
         pass  # none yet (or unreadable: start the list again rather than fail a run over a log file)
     sessions.append({**info, "resumed": resumed, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                      "torch": torch.__version__, "accelerate": accelerate.__version__,
-                     "python": sys.version.split()[0], "cpu_kernels": cpu_kernels()})
+                     "python": sys.version.split()[0], "cpu": cpu_model(), "cpu_kernels": cpu_kernels()})
     write_text_atomic(Path(path), json.dumps({"sessions": sessions}, indent=2) + "\n")

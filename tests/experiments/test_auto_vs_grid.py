@@ -126,7 +126,9 @@ def test_the_page_names_the_kernel_paths_the_runs_trained_on(tmp_path):
     kernel path was recorded says so, and folders without runtime.json say that."""
     sessions = {"sweep/ce/seed0": [{"device": "cpu", "cpu_kernels": "AVX512"}],
                 "sweep/ce/seed1": [{"device": "cpu", "cpu_kernels": "AVX2"}, {"device": "cpu", "cpu_kernels": "AVX512"}],
-                "other/auto_gamma/seed0": [{"device": "cuda"}]}
+                "other/auto_gamma/seed0": [{"device": "cuda"}],
+                "cpus/ce/seed0": [{"device": "cpu", "cpu": "AMD EPYC", "cpu_kernels": "AVX512"}],
+                "cpus/ce/seed1": [{"device": "cpu", "cpu": "Intel(R) Xeon(R) Processor", "cpu_kernels": "AVX512"}]}
     for run, listed in sessions.items():
         (tmp_path / run).mkdir(parents=True)
         (tmp_path / run / "runtime.json").write_text(json.dumps({"sessions": listed}))
@@ -135,6 +137,9 @@ def test_the_page_names_the_kernel_paths_the_runs_trained_on(tmp_path):
     both = auto_vs_grid.trained_on([tmp_path / "sweep", tmp_path / "other"])
     assert both.startswith("Trained on: cpu, CPU kernels AVX2; cpu, CPU kernels AVX512; cuda, CPU kernels not recorded")
     assert auto_vs_grid.trained_on([tmp_path / "empty"]) == "Trained on: not recorded (no runtime.json)."
+    # the CPU model, where runtime.json has it: one kernel path, two vendors, two entries
+    assert auto_vs_grid.trained_on([tmp_path / "cpus"]).startswith(
+        "Trained on: cpu, AMD EPYC, CPU kernels AVX512; cpu, Intel(R) Xeon(R) Processor, CPU kernels AVX512 (the")
 
 
 def test_no_root_table_without_a_grid_or_without_predictions():

@@ -15,6 +15,7 @@ import torch
 import yaml
 from train_tiny import TINY, deep_merge
 
+from metacal.report import machine
 from metacal.train import launch_info
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,6 +71,8 @@ def test_runtime_json_appends_one_session_per_start(tmp_path):
     assert {"torch", "accelerate", "python", "started"} <= set(sessions[0])
     # the CPU kernel path, read from torch: runs on AVX2 and AVX-512 paths round differently (README, quickstart)
     assert sessions[0]["cpu_kernels"] == torch.backends.cpu.get_cpu_capability() != ""
+    # and the CPU model: the same kernel path on AMD and on Intel trained the quickstart to different numbers
+    assert sessions[0]["cpu"] == machine.cpu_model() != ""
 
 
 def test_preload_forward_ad_leaves_the_warning_filters_as_they_were():
