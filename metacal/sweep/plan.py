@@ -117,9 +117,10 @@ def plan_sweep(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"duplicate seeds in --seeds {list(seeds)}")
     from metacal.train.config import config_exists, missing_config
-    from metacal.train.value_ranges import SEED_MAX
-    if bad := [s for s in seeds if not 0 <= int(s) <= SEED_MAX]:
-        raise ValueError(f"--seeds must lie in [0, 2**32 - 1] (run.seed); got {' '.join(map(str, bad))}")
+    from metacal.train.value_ranges import SEED_RANGE, is_seed
+
+    if bad := [s for s in seeds if not is_seed(int(s))]:
+        raise ValueError(f"--seeds must lie in {SEED_RANGE} (run.seed); got {' '.join(map(str, bad))}")
 
     paths = [Path(c) for c in configs]
     for p in paths:

@@ -14,9 +14,11 @@ from typing import Any, Callable
 
 #: seeds are handed to numpy (the splits, MNIST-1D's generator), which takes 0 … 2³² − 1
 SEED_MAX = 2**32 - 1
+SEED_RANGE = "[0, 2**32 - 1]"
 
 
-def _seed(v: Any) -> bool:
+def is_seed(v: Any) -> bool:
+    """Whether ``v`` is a seed numpy takes (also the sweep's ``--seeds``)."""
     return 0 <= v <= SEED_MAX
 
 
@@ -32,11 +34,11 @@ def _positive_or_none(v: Any) -> bool:
     return v is None or v > 0
 
 
-SEED = "be a seed in [0, 2**32 - 1]"
+SEED = f"be a seed in {SEED_RANGE}"
 
 #: (key, the test its value passes, what the value must do)
 RANGES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    ("data.seed", _seed, SEED),
+    ("data.seed", is_seed, SEED),
     ("data.batch_size", _positive, "be > 0"),
     ("data.eval_batch_size", _positive, "be > 0"),
     ("data.num_workers", _not_negative, "be >= 0 (0: batches made in the training process)"),
@@ -51,7 +53,7 @@ RANGES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("eval.bootstrap", _not_negative, "be >= 0 (0: no confidence intervals)"),
     ("eval.ci_level", lambda v: 0 < v < 1, "lie strictly between 0 and 1 (e.g. 0.9)"),
     ("logging.reliability_every", _not_negative, "be >= 0 (0: never)"),
-    ("run.seed", _seed, SEED),
+    ("run.seed", is_seed, SEED),
     ("run.torch_threads", _positive_or_none, "be > 0, or null (torch's default)"),
     ("run.max_steps_per_epoch", _positive_or_none, "be > 0, or null (the whole epoch)"),
     ("run.checkpoint_every_steps", _not_negative, "be >= 0 (0: only at epoch ends)"),
