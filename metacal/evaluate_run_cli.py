@@ -10,6 +10,7 @@ from typing import Any
 
 from metacal.posthoc import registry as calibrators
 from metacal.registry import unknown_name
+from metacal.run_model import resolve_device
 
 DEFAULT_SEVERITIES = (1, 2, 3, 4, 5)
 
@@ -42,6 +43,10 @@ def check_run_request(args: argparse.Namespace, error: type[Exception]) -> list[
                         "own validation predictions are the calibration set")
     if not Path(args.predictions).is_dir():
         raise error(f"--shift, --inputs and OOD set names need a run directory (runs/<name>), got {args.predictions}")
+    try:
+        resolve_device(args.device, flag="--device")
+    except ValueError as err:
+        raise error(str(err)) from None
     if args.calibrators is None:
         return ["ts_perturbed", "ets"]
     names = [n.strip() for n in args.calibrators.split(",") if n.strip()]

@@ -29,6 +29,7 @@ import torch
 
 from metacal.atomic_io import write_with_atomic
 from metacal.registry import UnknownNameError
+from metacal.run_model import resolve_device
 
 PROG = "python -m metacal.predict"
 
@@ -75,12 +76,9 @@ def check_device(text: str | None) -> torch.device | None:
     if text is None:
         return None
     try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise InputError(f"--device {text!r} is not a device (cpu, cuda, cuda:0)") from None
-    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
-        raise InputError(f"--device {text}: no such CUDA device on this machine; use --device cpu")
-    return device
+        return resolve_device(text, flag="--device")
+    except ValueError as err:
+        raise InputError(str(err)) from None
 
 
 def check_request(args: argparse.Namespace) -> tuple[str | None, Path | None, Path | None]:

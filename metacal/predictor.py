@@ -30,7 +30,7 @@ from metacal.posthoc import registry
 from metacal.posthoc.temperature import TemperatureScaling
 from metacal.predictions import Predictions, load_predictions
 from metacal.run_calibration import check_calibrator_name, load_calibrator, save_calibrator
-from metacal.run_model import RunError, batched_logits, build_network, check_run_dir, default_device, load_run
+from metacal.run_model import RunError, batched_logits, build_network, check_run_dir, load_run, resolve_device
 from metacal.run_predictor import PredictorInfo, predictor_info, read_predictor, write_predictor
 
 
@@ -77,7 +77,7 @@ class CalibratedModel:
 
     def to(self, device: str | torch.device) -> "CalibratedModel":
         """Move the network to ``device`` (the calibrator works on CPU); returns self."""
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.network.to(self.device)
         return self
 
@@ -139,7 +139,7 @@ def load(run_dir: str | Path, calibrator: str | None = "ts_nll",
                        f"metacal.train.init_weights.load_initial_weights(model, {str(root)!r})")
     if calibrator is not None:
         check_calibrator_name(calibrator)
-    where = torch.device(device) if device is not None else default_device()
+    where = resolve_device(device)
     info = read_predictor(root)
     if info is None:  # a run trained before predictor.json: rebuild it once with its data
         try:

@@ -74,6 +74,21 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def resolve_device(device: str | torch.device | None, flag: str | None = None) -> torch.device:
+    """``device`` as a torch.device (None: CUDA when available, else the CPU). ValueError in one line for a name
+    torch does not know or a CUDA device this machine lacks, worded for the command-line ``flag`` when given."""
+    if device is None:
+        return default_device()
+    said, use = (f"{flag} {device}", f"{flag} cpu") if flag else (f"device={str(device)!r}", "device='cpu'")
+    try:
+        where = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"{said} is not a device (cpu, cuda, cuda:0)") from None
+    if where.type == "cuda" and (not torch.cuda.is_available() or (where.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"{said}: no such CUDA device on this machine; use {use}")
+    return where
+
+
 def load_run(root: str | Path, device: str | torch.device | None = None) -> LoadedRun:
     """Rebuild the run in ``root`` (module docstring). One-line errors (:class:`RunError`, ConfigError,
     FileNotFoundError, DataNotFoundError) for a directory that is not a finished run with a checkpoint, a
@@ -85,7 +100,7 @@ def load_run(root: str | Path, device: str | torch.device | None = None) -> Load
     cfg = load_saved_config(root / "config.yaml")
     components.check_buildable(cfg, how=f"metacal.fit(...) again; {root} cannot be rebuilt from its config")
     bundle = components.build_data(cfg)
-    device = torch.device(device) if device is not None else default_device()
+    device = resolve_device(device)
     model = build_network(root, cfg, bundle, device)
     return LoadedRun(root, cfg, bundle, model, device, load_predictions(root / "predictions" / "val.npz"))
 

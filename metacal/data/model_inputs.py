@@ -3,7 +3,8 @@
 Images (bundles with input_shape (C, H, W)): uint8 0..255 (scaled by 1/255 as torchvision's
 ``ToDtype(float32, scale=True)``) or float in [0, 1], shaped (N, H, W) when C = 1, (N, C, H, W) or (N, H, W, C);
 then (x − mean) / std per channel (``Normalize``). Other bundles (sequences, feature vectors): (N, *input_shape)
-numbers, returned as float32 unchanged (their loaders yield the stored inputs as they are).
+numbers, returned as float32 unchanged (their loaders yield the stored inputs as they are); NaN or infinite
+values are refused.
 
 What the rules need of a bundle is its :class:`InputSpec` (kind, input shape, mean, std): :func:`input_spec`
 reads it from a bundle, and a finished run stores it in its ``predictor.json`` (:mod:`metacal.run_predictor`),
@@ -109,7 +110,12 @@ def model_inputs(source: Source, raw: Any) -> torch.Tensor:
     if spec.kind == "vector":
         if tuple(x.shape[1:]) != shape or x.dim() != len(shape) + 1:
             raise ValueError(f"inputs must have shape (N, {', '.join(map(str, shape))}); got {tuple(x.shape)}")
-        return x.to(torch.float32)
+        x = x.to(torch.float32)
+        finite = torch.isfinite(x).flatten(1).all(1)
+        if not bool(finite.all()):  # the network would turn them into NaN probabilities and an arbitrary label
+            first = int((~finite).nonzero()[0])
+            raise ValueError(f"inputs must be finite; sample {first} has NaN or infinite values")
+        return x
     x = _channels_first(x, shape)  # type: ignore[arg-type]
     if x.dtype == torch.uint8:
         unit = to_unit(x)

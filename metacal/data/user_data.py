@@ -162,6 +162,8 @@ def from_datasets(train: Dataset, *, val: Dataset | None = None, meta_val: Datas
     k = infer_num_classes(train_labels, name, num_classes, array="train labels")
     parts = {"val": val, "meta_val": meta_val, "test": test}
     for part, dataset in parts.items():
+        if dataset is not None and len(dataset) == 0:  # type: ignore[arg-type]
+            raise DataFormatError(f"{name} {part}: the dataset is empty; give it samples or leave it out")
         if dataset is not None:
             check_labels(labels_of(dataset), name, k, array=f"{part} labels")
     if input_shape is None:

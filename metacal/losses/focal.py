@@ -7,6 +7,8 @@ call-time per-sample γ, reduction): a subclass gives only its per-sample formul
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Sequence
 
 import torch
@@ -50,6 +52,17 @@ def focal_per_sample(
     return -safe_pow(one_minus_p, gamma) * lp
 
 
+def _finite_gamma(value: object) -> float:
+    """``value`` as a finite float (a NaN or infinite γ makes every loss NaN); ValueError otherwise."""
+    try:
+        gamma = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"gamma must be a number or a non-empty per-class list of numbers; got {value!r}") from None
+    if not math.isfinite(gamma):
+        raise ValueError(f"gamma must be finite; got {gamma}")
+    return gamma
+
+
 class GammaLoss(Loss):
     """Base of the focal family whose γ is a free parameter (and may be given per sample at call time).
 
@@ -67,11 +80,13 @@ class GammaLoss(Loss):
         super().__init__(reduction)
         if gamma is None:
             gamma = self.default_gamma
-        if isinstance(gamma, (int, float)):
-            self.gamma: float | None = float(gamma)
+        if isinstance(gamma, numbers.Real):  # also numpy's scalars
+            self.gamma: float | None = _finite_gamma(gamma)
             self.register_buffer("class_gamma", None)
         else:
-            values = [float(g) for g in gamma]
+            if isinstance(gamma, str):  # not a per-class list of its characters
+                raise ValueError(f"gamma must be a number or a non-empty per-class list of numbers; got {gamma!r}")
+            values = [_finite_gamma(g) for g in gamma]
             if not values:
                 raise ValueError("gamma must be a number or a non-empty per-class list")
             self.gamma = None

@@ -127,8 +127,17 @@ def build_loss(cfg: Config, model: nn.Module, num_classes: int) -> nn.Module:
 
 
 def check_loss_data(cfg: Config, loss_fn: nn.Module, bundle: Any) -> None:
-    """ConfigError when the loss cannot use the data's validation split (AdaFocal: fewer samples than bins),
-    so the run stops before anything is written instead of at the end of its first epoch."""
+    """ConfigError when the validation split is empty (every epoch is evaluated on it, the best epoch is selected
+    and temperature scaling fitted on it), the test set is given but empty, or the loss cannot use the validation
+    split (AdaFocal: fewer samples than bins), so the run stops before anything is written instead of at the end
+    of its first epoch."""
+    if len(bundle.val) == 0:
+        sizes = f"train {len(bundle.train)}, val 0, meta-val {len(bundle.meta_val)}"
+        raise ConfigError(f"the validation split is empty ({sizes}): each epoch is evaluated on it; give it a share "
+                          "with data.options.split (train, val, meta_val fractions; default [0.8, 0.1, 0.1]), "
+                          "more data, or metacal.fit(val=...)")
+    if bundle.test is not None and len(bundle.test) == 0:
+        raise ConfigError("the test set is empty; give it samples or leave it out (metrics.json then has test: null)")
     construct(f"loss.params ({cfg.loss.name})", loss_fn.check_validation_size, len(bundle.val))
 
 

@@ -222,3 +222,14 @@ def test_an_empty_meta_val_split_is_one_line(cli, tmp_path):
                                  "but the meta-val split has 0; give it a share with data.options.split (train, val, "
                                  "meta_val fractions; default [0.8, 0.1, 0.1]) and no data.options.fold_meta_val\n"), err
     assert not run_dir.exists()
+
+
+def test_an_empty_val_split_is_one_line(cli, tmp_path):
+    """Without a validation sample no epoch can be evaluated: refused before training, not after the first epoch."""
+    path = write_arrays(tmp_path / "emb.npz")
+    run_dir = tmp_path / "run"
+    code, out, err = cli(CONFIGS / "arrays" / "ce.yaml", run_dir, f"data.root={path}", "data.options.split=[1.0,0,0]")
+    assert code == 2 and err == ("error: the validation split is empty (train 50, val 0, meta-val 0): each epoch is "
+                                 "evaluated on it; give it a share with data.options.split (train, val, meta_val "
+                                 "fractions; default [0.8, 0.1, 0.1]), more data, or metacal.fit(val=...)\n"), err
+    assert not run_dir.exists()

@@ -124,6 +124,9 @@ def test_image_run_every_corruption_and_the_table(cifar_run, capsys):
     (["--shift", "corruptions"], "mnist1d_natural"),  # not for this dataset: names the suites that fit
     (["--shift", "mnist1d_natural", "--severities", "0"], "severities must be integers 1..5"),
     (["--ood", "digitz"], "did you mean"),
+    (["--shift", "mnist1d_natural", "--device", "gpu"], "--device gpu is not a device (cpu, cuda, cuda:0)"),
+    (["--shift", "mnist1d_natural", "--device", f"cuda:{torch.cuda.device_count()}"],  # absent on every machine
+     "no such CUDA device on this machine; use --device cpu"),
 ])
 def test_bad_requests_are_one_line_and_write_nothing(mnist1d_run, argv, message, capsys):
     before = sorted(p.name for p in (mnist1d_run / "shift").glob("*")) if (mnist1d_run / "shift").is_dir() else []
@@ -138,6 +141,7 @@ def test_bad_inputs_files_are_one_line(mnist1d_run, tmp_path, capsys):
         "shape": (dict(x=np.zeros((5, 1, 39), np.float32), y=np.zeros(5, int)), "shape"),
         "labels": (dict(x=np.zeros((5, 1, 40), np.float32), y=np.array([0, 1, 2, 3, 10])), "labels must lie in 0..9"),
         "no_y": (dict(x=np.zeros((5, 1, 40), np.float32)), "lacks 'y'"),
+        "nan": (dict(x=np.full((5, 1, 40), np.nan, np.float32), y=np.zeros(5, int)), "inputs must be finite"),
     }
     for name, (arrays, message) in cases.items():
         path = tmp_path / f"{name}.npz"

@@ -88,6 +88,27 @@ def test_per_class_gamma_errors():
         losses.build("focal", gamma=[1.0, 2.0])(z, torch.full((8,), 2))
 
 
+@pytest.mark.parametrize("gamma, message", [
+    ("nan", "gamma must be a number or a non-empty per-class list of numbers; got 'nan'"),  # YAML's bare nan
+    (float("nan"), "gamma must be finite; got nan"),
+    ([1.0, float("inf")], "gamma must be finite; got inf"),
+    ([1.0, "abc"], "gamma must be a number or a non-empty per-class list of numbers; got 'abc'"),
+    ([1.0, None], "gamma must be a number or a non-empty per-class list of numbers; got None"),
+    ([], "gamma must be a number or a non-empty per-class list"),
+])
+@pytest.mark.parametrize("name", ["focal", "dual_focal", "inverse_focal"])
+def test_a_gamma_that_is_not_a_finite_number_is_refused_at_construction(name, gamma, message):
+    with pytest.raises(ValueError) as info:
+        losses.build(name, gamma=gamma)
+    assert str(info.value) == message
+
+
+def test_numpy_scalars_are_numbers_for_gamma():
+    np = pytest.importorskip("numpy")
+    assert losses.build("focal", gamma=np.int64(2)).gamma == 2.0
+    assert losses.build("focal", gamma=[np.float32(0.5), 3]).class_gamma.tolist() == [0.5, 3.0]
+
+
 def test_per_sample_gamma_wrong_length_is_a_clear_error():
     z, y = _batch(n=4)
     with pytest.raises(ValueError, match="one value per sample"):

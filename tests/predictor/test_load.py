@@ -77,6 +77,24 @@ def test_uncalibrated_and_wrong_inputs(mnist1d_run):
         model.predict_proba(x[:, 0])
     with pytest.raises(ValueError, match="did you mean dirichlet"):
         metacal.load(mnist1d_run, calibrator="dirichlett")
+    x_bad = x.clone()
+    x_bad[5, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"^inputs must be finite; sample 5 has NaN or infinite values$"):
+        model.predict(x_bad)
+
+
+def test_a_device_this_machine_lacks_is_one_line(mnist1d_run):
+    absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: absent on every machine
+    with pytest.raises(ValueError) as info:
+        metacal.load(mnist1d_run, device=absent)
+    assert str(info.value) == f"device='{absent}': no such CUDA device on this machine; use device='cpu'"
+    with pytest.raises(ValueError) as info:
+        metacal.load(mnist1d_run, device="gpu")
+    assert str(info.value) == "device='gpu' is not a device (cpu, cuda, cuda:0)"
+    model = metacal.load(mnist1d_run, device="cpu")
+    with pytest.raises(ValueError, match="no such CUDA device"):
+        model.to(absent)
+    assert model.device == torch.device("cpu")
 
 
 def test_another_calibrator_is_fitted_once_then_read(mnist1d_run, tmp_path, monkeypatch):

@@ -80,6 +80,10 @@ def test_bad_requests_are_one_line_and_write_nothing(mnist1d_run, inputs, tmp_pa
     np.savez(tmp_path / "short.npz", x=x[:, :, :30])
     np.savez(tmp_path / "wide.npz", x=np.repeat(x, 3, axis=1))
     np.savez(tmp_path / "bady.npz", x=x, y=np.full(len(x), 10))
+    x_nan = x.copy()
+    x_nan[7, 0, 3] = np.nan
+    np.savez(tmp_path / "nan.npz", x=x_nan)
+    absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: absent on every machine
     (tmp_path / "ro").mkdir()
     (tmp_path / "ro").chmod(0o500)
     out = tmp_path / "out.npz"
@@ -91,6 +95,11 @@ def test_bad_requests_are_one_line_and_write_nothing(mnist1d_run, inputs, tmp_pa
         "wrong shape": ([run, tmp_path / "short.npz", "--out", out], r"shape \(N, 1, 40\); got \(400, 1, 30\)"),
         "wrong channels": ([run, tmp_path / "wide.npz", "--out", out], r"shape \(N, 1, 40\); got \(400, 3, 40\)"),
         "labels out of range": ([run, tmp_path / "bady.npz", "--out", out], r"y must lie in 0\.\.9, got 10\.\.10"),
+        "NaN inputs": ([run, tmp_path / "nan.npz", "--out", out], "inputs must be finite; sample 7 has NaN"),
+        "unknown device": ([run, inputs / "x.npz", "--out", out, "--device", "gpu"],
+                           r"--device gpu is not a device \(cpu, cuda, cuda:0\)$"),
+        "absent device": ([run, inputs / "x.npz", "--out", out, "--device", absent],
+                          f"--device {absent}: no such CUDA device on this machine; use --device cpu$"),
         "unknown calibrator": ([run, inputs / "x.npz", "--out", out, "--calibrator", "dirichlett"],
                                "did you mean dirichlet"),
         "out is a folder": ([run, inputs / "x.npz", "--out", tmp_path / "ro"], "is a directory; name a file"),

@@ -247,6 +247,11 @@ BAD = {
                            DataFormatError, "metacal.fit: train labels[17] = 7 is outside 0..3 (num_classes 4)"),
     "negative label": (lambda: (_linear(4), _relabelled(blobs(40), 5, -1), []), DataFormatError,
                        "metacal.fit: train labels[5] = -1 is outside 0..3 (labels count from 0)"),
+    # 5 samples split 8:1:1 round to 5 / 0 / 0: no validation sample to evaluate an epoch on
+    "too few samples for a val split": (lambda: (_linear(4), blobs(5), []), ConfigError,
+                                        "the validation split is empty (train 5, val 0, meta-val 0)"),
+    "no val share": (lambda: (_linear(4), blobs(40), ["data.options.split=[0.9,0.0,0.1]"]), ConfigError,
+                     "the validation split is empty (train 36, val 0, meta-val 4)"),
 }
 
 
@@ -265,4 +270,15 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path):
         metacal.fit(model, train, run_dir=run_dir, overrides=[*ONE_EPOCH, *SMALL, *QUIET, *overrides])
     message = str(info.value)
     assert "\n" not in message and fragment in message, message
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("part", ["val", "meta_val", "test"])
+def test_an_empty_dataset_given_for_a_part_is_one_line(part, tmp_path):
+    run_dir = tmp_path / "runs" / "bad"
+    empty = TensorDataset(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(DataFormatError) as info:
+        metacal.fit(_linear(4), blobs(40), **{part: empty}, run_dir=run_dir,
+                    overrides=[*ONE_EPOCH, *SMALL, *QUIET])
+    assert str(info.value) == f"metacal.fit {part}: the dataset is empty; give it samples or leave it out"
     assert not run_dir.exists()

@@ -231,6 +231,13 @@ def config(**sections):
     ({"optim": {"betas": [0.9]}}, "optim.betas must be two numbers in [0, 1); got [0.9]"),
     ({"optim": {"eps": 0.0}}, "optim.eps must be > 0; got 0.0"),
     ({"optim": {"backbone_lr_scale": -1.0}}, "optim.backbone_lr_scale must be >= 0; got -1.0"),
+    # torch.optim.SGD checks lr < 0 and weight_decay < 0, which NaN passes, and momentum only for >= 0
+    ({"optim": {"lr": float("nan")}}, "optim.lr must be a finite number >= 0; got nan"),
+    ({"optim": {"lr": float("inf")}}, "optim.lr must be a finite number >= 0; got inf"),
+    ({"optim": {"lr": -0.1}}, "optim.lr must be a finite number >= 0; got -0.1"),
+    ({"optim": {"weight_decay": float("nan")}}, "optim.weight_decay must be a finite number >= 0; got nan"),
+    ({"optim": {"momentum": 1.0}}, "optim.momentum must be in [0, 1); got 1.0"),
+    ({"optim": {"momentum": -0.5}}, "optim.momentum must be in [0, 1); got -0.5"),
 ])
 def test_config_errors(sections, message):
     with pytest.raises(ConfigError) as info:

@@ -1,6 +1,7 @@
 """A validation split too small for the loss (AdaFocal: fewer samples than its num_bins equal-mass bins) stops a
 run before anything is written — one line and exit 2 on the command line, a ConfigError from metacal.fit, no
 run directory — instead of a ValueError at the end of the first epoch; exactly num_bins samples train, one per bin.
+An empty test set is refused the same way (an empty validation split: tests/train/test_fit.py, tests/data).
 """
 
 from __future__ import annotations
@@ -78,3 +79,19 @@ def test_exactly_num_bins_validation_samples_train_with_one_sample_per_bin(tmp_p
     state = torch.load(run_dir / "checkpoints" / "latest" / "custom_checkpoint_2.pkl", weights_only=False)
     torch.testing.assert_close(state["bin_gamma"], torch.tensor(expected), atol=1e-6, rtol=0)
     assert len(set(np.round(expected, 6))) > 1  # the bins moved apart: one sample each, not one shared gap
+
+
+def test_a_bundle_with_an_empty_test_set_is_refused():
+    """A registered dataset whose builder returns an empty test set: refused before training (the shipped
+    builders and metacal.fit refuse it earlier, naming the file or the argument)."""
+    from types import SimpleNamespace
+
+    from metacal import losses
+    from metacal.train import components
+    from metacal.train.config import load_config
+
+    cfg = load_config(str(ARRAYS))
+    bundle = SimpleNamespace(train=range(8), val=range(2), meta_val=range(0), test=range(0))
+    with pytest.raises(ConfigError, match=r"^the test set is empty; give it samples or leave it out"):
+        components.check_loss_data(cfg, losses.build("ce"), bundle)
+    components.check_loss_data(cfg, losses.build("ce"), SimpleNamespace(**{**vars(bundle), "test": None}))
