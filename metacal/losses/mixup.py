@@ -12,6 +12,7 @@ of a uniform from that generator, π by ``randperm`` with it; the generator stat
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -36,7 +37,7 @@ class Mixup(WrapsPrimary):
         reduction: str = "mean",
     ) -> None:
         super().__init__(reduction)
-        if alpha < 0:
+        if not (math.isfinite(alpha) and alpha >= 0):
             raise ValueError(f"mixup alpha must be >= 0 (0 disables mixing), got {alpha}")
         primary_params = dict(primary_params or {})
         if "reduction" in primary_params:

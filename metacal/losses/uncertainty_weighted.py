@@ -16,6 +16,8 @@ weight, as here, but its current dual-focal GRA loss computes only p_j without g
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -38,7 +40,7 @@ class _BrierWeightedCE(Loss):
 
     def __init__(self, beta: float = 2.0, gamma: float = 2.0, reduction: str = "mean") -> None:
         super().__init__(reduction)
-        if beta <= 0 or gamma < 0:
+        if not (math.isfinite(beta) and math.isfinite(gamma) and beta > 0 and gamma >= 0):
             raise ValueError(f"bsce needs beta > 0 and gamma >= 0, got beta={beta}, gamma={gamma}")
         self.beta = float(beta)
         self.gamma = float(gamma)

@@ -106,3 +106,31 @@ def test_gradcheck_float64(name):
     loss = _make(name, "none")
     extra = _extra(name, y, torch.float64)
     assert torch.autograd.gradcheck(lambda t: loss(t, y, **extra), (z,))
+
+
+NAN, INF = float("nan"), float("inf")
+#: (loss, parameters, the message): a weight, rate or exponent that is NaN, infinite or of the wrong sign is
+#: refused when the loss is built (a run would otherwise train on NaN losses, or reward miscalibration)
+BAD_PARAMETERS = [
+    ("adafocal", {"lam": NAN}, "adafocal lam must be a finite number >= 0, got nan"),
+    ("adafocal", {"switch_threshold": -0.2}, "adafocal switch_threshold must be a finite number >= 0, got -0.2"),
+    ("avuc", {"beta": NAN}, "beta must be a finite number >= 0, got nan"),
+    ("mdca", {"beta": -2.0}, "beta must be a finite number >= 0, got -2.0"),
+    ("sbece", {"beta": INF}, "beta must be a finite number >= 0, got inf"),
+    ("primary_plus_secondary", {"secondary": "mmce", "beta": -1.0}, "beta must be a finite number >= 0, got -1.0"),
+    ("bsce", {"gamma": NAN}, "bsce needs beta > 0 and gamma >= 0, got beta=2.0, gamma=nan"),
+    ("bsce_gra", {"beta": INF}, "bsce needs beta > 0 and gamma >= 0, got beta=inf, gamma=2.0"),
+    ("mixup", {"alpha": NAN}, "mixup alpha must be >= 0 (0 disables mixing), got nan"),
+    ("l1_logit_norm", {"alpha": -1.0}, "l1_logit_norm alpha must be a finite number >= 0, got -1.0"),
+    ("l1_logit_norm", {"alpha": NAN}, "l1_logit_norm alpha must be a finite number >= 0, got nan"),
+    ("label_smoothing", {"epsilon": NAN}, "label smoothing epsilon must be in [0, 1], got nan"),
+    ("mbls", {"alpha": NAN}, "mbls alpha must be >= 0, got nan"),
+    ("focal", {"gamma": NAN}, "gamma must be finite; got nan"),
+]
+
+
+@pytest.mark.parametrize("name, params, message", BAD_PARAMETERS, ids=[f"{n}-{p}" for n, p, _ in BAD_PARAMETERS])
+def test_a_parameter_outside_its_range_is_refused_when_built(name, params, message):
+    with pytest.raises(ValueError) as info:
+        losses.build(name, **params)
+    assert str(info.value) == message
