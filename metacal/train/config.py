@@ -220,10 +220,10 @@ def check_fine_tuning(cfg: Config) -> None:
         raise ConfigError(f"optim.momentum must be in [0, 1); got {o.momentum}")
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise ConfigError(f"optim.betas must be two numbers in [0, 1); got {list(o.betas)}")
-    if not o.eps > 0:
-        raise ConfigError(f"optim.eps must be > 0; got {o.eps}")
-    if not o.backbone_lr_scale >= 0:
-        raise ConfigError(f"optim.backbone_lr_scale must be >= 0; got {o.backbone_lr_scale}")
+    if not (math.isfinite(o.eps) and o.eps > 0):
+        raise ConfigError(f"optim.eps must be a finite number > 0; got {o.eps}")
+    if not (math.isfinite(o.backbone_lr_scale) and o.backbone_lr_scale >= 0):
+        raise ConfigError(f"optim.backbone_lr_scale must be a finite number >= 0; got {o.backbone_lr_scale}")
 
 
 def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[str, Any] | None = None) -> Config:

@@ -10,6 +10,7 @@ meta learner where the trajectory horizon reads it, the section ``auto`` by
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 #: seeds are handed to numpy (the splits, MNIST-1D's generator), which takes 0 … 2³² − 1
@@ -30,6 +31,14 @@ def _not_negative(v: Any) -> bool:
     return v >= 0  # False for NaN too
 
 
+def _finite_not_negative(v: Any) -> bool:
+    return math.isfinite(v) and v >= 0  # an infinite rate or weight makes the first step non-finite
+
+
+def _finite_positive(v: Any) -> bool:
+    return math.isfinite(v) and v > 0
+
+
 def _positive_or_none(v: Any) -> bool:
     return v is None or v > 0
 
@@ -43,12 +52,12 @@ RANGES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("data.eval_batch_size", _positive, "be > 0"),
     ("data.num_workers", _not_negative, "be >= 0 (0: batches made in the training process)"),
     ("meta.batch_size", _positive, "be > 0"),
-    ("meta.lr", _not_negative, "be >= 0"),
-    ("meta.weight_decay", _not_negative, "be >= 0"),
-    ("meta.shape_lr_scale", _not_negative, "be >= 0 (0 freezes the γ-Net's shape)"),
-    ("meta.ce_weight", _not_negative, "be >= 0 (0: the calibration objective alone)"),
+    ("meta.lr", _finite_not_negative, "be a finite number >= 0"),
+    ("meta.weight_decay", _finite_not_negative, "be a finite number >= 0"),
+    ("meta.shape_lr_scale", _finite_not_negative, "be a finite number >= 0 (0 freezes the γ-Net's shape)"),
+    ("meta.ce_weight", _finite_not_negative, "be a finite number >= 0 (0: the calibration objective alone)"),
     ("schedule.epochs", _positive, "be > 0"),
-    ("schedule.lr_decay", _positive, "be > 0 (the lr's factor at each milestone)"),
+    ("schedule.lr_decay", _finite_positive, "be a finite number > 0 (the lr's factor at each milestone)"),
     ("eval.num_bins", _positive, "be > 0"),
     ("eval.bootstrap", _not_negative, "be >= 0 (0: no confidence intervals)"),
     ("eval.ci_level", lambda v: 0 < v < 1, "lie strictly between 0 and 1 (e.g. 0.9)"),

@@ -229,8 +229,10 @@ def config(**sections):
     ({"optim": {"name": "adam"}}, "config key 'optim.name': unknown value 'adam'; did you mean adamw? available: sgd, adamw"),
     ({"schedule": {"name": "linear"}}, "config key 'schedule.name': unknown value 'linear'; available: step, cosine, constant"),
     ({"optim": {"betas": [0.9]}}, "optim.betas must be two numbers in [0, 1); got [0.9]"),
-    ({"optim": {"eps": 0.0}}, "optim.eps must be > 0; got 0.0"),
-    ({"optim": {"backbone_lr_scale": -1.0}}, "optim.backbone_lr_scale must be >= 0; got -1.0"),
+    ({"optim": {"eps": 0.0}}, "optim.eps must be a finite number > 0; got 0.0"),
+    ({"optim": {"eps": float("inf")}}, "optim.eps must be a finite number > 0; got inf"),
+    ({"optim": {"backbone_lr_scale": -1.0}}, "optim.backbone_lr_scale must be a finite number >= 0; got -1.0"),
+    ({"optim": {"backbone_lr_scale": float("inf")}}, "optim.backbone_lr_scale must be a finite number >= 0; got inf"),
     # torch.optim.SGD checks lr < 0 and weight_decay < 0, which NaN passes, and momentum only for >= 0
     ({"optim": {"lr": float("nan")}}, "optim.lr must be a finite number >= 0; got nan"),
     ({"optim": {"lr": float("inf")}}, "optim.lr must be a finite number >= 0; got inf"),

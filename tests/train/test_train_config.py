@@ -83,7 +83,7 @@ def test_override_values_are_yaml(tmp_path):
     (["meta.backend=autograd"], ["'meta.backend'", "higher, jvp, head"]),
     (["eval.select_by=acc"], ["'eval.select_by'", "error, nll, ece"]),
     (["meta.horizon=long"], ["'meta.horizon'", "step, trajectory"]),
-    (["learner=gamma_net", "meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be >= 0", "got -1"]),
+    (["learner=gamma_net", "meta.shape_lr_scale=-1"], ["meta.shape_lr_scale must be a finite number >= 0", "got -1"]),
     (["meta.shape_lr_scale=-1"], ["override 'meta.shape_lr_scale' has no effect"]),  # a plain run: said as such
     (["meta.horizon_decay=1.5"], ["override 'meta.horizon_decay' has no effect"]),
     (["eval.bootstrap=-1"], ["eval.bootstrap must be >= 0 (0: no confidence intervals)", "got -1"]),
@@ -363,11 +363,18 @@ def test_the_method_is_named_by_the_config_file_unless_the_config_names_it(tmp_p
     ("run.max_steps_per_epoch=0", "run.max_steps_per_epoch must be > 0, or null (the whole epoch); got 0"),
     ("run.checkpoint_every_steps=-1", "run.checkpoint_every_steps must be >= 0 (0: only at epoch ends); got -1"),
     ("schedule.epochs=0", "schedule.epochs must be > 0; got 0"),
-    ("schedule.lr_decay=-0.1", "schedule.lr_decay must be > 0 (the lr's factor at each milestone); got -0.1"),
-    ("meta.lr=-1e-4", "meta.lr must be >= 0; got -0.0001"),
-    ("meta.lr=.nan", "meta.lr must be >= 0; got nan"),
-    ("meta.weight_decay=-1", "meta.weight_decay must be >= 0; got -1.0"),
-    ("meta.ce_weight=-0.5", "meta.ce_weight must be >= 0 (0: the calibration objective alone); got -0.5"),
+    ("schedule.lr_decay=-0.1", "schedule.lr_decay must be a finite number > 0 (the lr's factor at each milestone); "
+                               "got -0.1"),
+    ("schedule.lr_decay=.inf", "schedule.lr_decay must be a finite number > 0 (the lr's factor at each milestone); "
+                               "got inf"),
+    ("meta.lr=-1e-4", "meta.lr must be a finite number >= 0; got -0.0001"),
+    ("meta.lr=.nan", "meta.lr must be a finite number >= 0; got nan"),
+    ("meta.lr=.inf", "meta.lr must be a finite number >= 0; got inf"),  # trained, then stopped on a NaN γ
+    ("meta.weight_decay=-1", "meta.weight_decay must be a finite number >= 0; got -1.0"),
+    ("meta.shape_lr_scale=.inf", "meta.shape_lr_scale must be a finite number >= 0 (0 freezes the γ-Net's shape); "
+                                 "got inf"),
+    ("meta.ce_weight=-0.5", "meta.ce_weight must be a finite number >= 0 (0: the calibration objective alone); "
+                            "got -0.5"),
 ])
 def test_numbers_outside_their_range_are_one_line_naming_the_key(tmp_path, override, message):
     """Each of these was a library's traceback mid-setup (numpy's seed, the DataLoader, torch.set_num_threads,
