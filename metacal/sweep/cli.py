@@ -16,7 +16,8 @@ its own is composed at load time from the folder's base.yaml and configs/methods
 Run directories: OUT/<config-stem>/seed<S>. Log: OUT/sweep_log.jsonl (one line per run with its exit code),
 the command itself: OUT/sweep_command.txt (the report prints it),
 trainer output: OUT/logs/<stem>_seed<S>.log. Exit code 0 if every run succeeded (or was already finished),
-1 if any failed, 2 on bad input. Then: python scripts/report.py OUT
+1 if any failed, 2 on bad input: with metacal's trainer that includes every config that will train, loaded with
+the --set overrides before the first run starts. Then: python scripts/report.py OUT
 
 Progress: a bar on stderr when stderr is a terminal; otherwise (a log file, a pipe) one plain line per
 finished run on stdout, so logs hold no carriage returns.
@@ -30,10 +31,10 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from metacal.run_layout import SWEEP_COMMAND_FILE
-from metacal.sweep.plan import (RunOutcome, default_train_cmd, execute_plan, format_plan, plan_sweep,
+from metacal.sweep.plan import (PlannedRun, RunOutcome, default_train_cmd, execute_plan, format_plan, plan_sweep,
                                 split_shared_bases)
 
 PROG = "python scripts/sweep.py"
@@ -71,6 +72,38 @@ def grid_configs(args: argparse.Namespace) -> list[str]:
         raise ValueError(f"--base must be a dataset folder's base.yaml (e.g. configs/fashion_mnist/base.yaml); "
                          f"got {args.base}")
     return [str(base.parent / f"{name}.yaml") for name in args.methods]
+
+
+def runs_metacal_trainer(train_cmd: Sequence[str]) -> bool:
+    """Whether ``train_cmd`` is metacal's trainer (the default ``-m metacal.train``, ``scripts/train.py`` or
+    ``metacal-train``, also under torchrun or accelerate launch), whose config loader the sweep can run first."""
+    return any(t == "metacal.train" or Path(t).name == "metacal-train" or t.endswith("scripts/train.py")
+               or t == "train.py" for t in train_cmd)
+
+
+def check_configs(plan: Sequence[PlannedRun], overrides: Sequence[str], train_cmd: Sequence[str]) -> None:
+    """Each config that will train, loaded with the sweep's overrides as metacal's trainer loads it: a config
+    error (an unknown key, a value out of range) is one line before any run starts, not one failed run per
+    seed. Another trainer (``--train-cmd``) reads its configs itself."""
+    from metacal.train.config import ConfigError, load_config
+
+    if not runs_metacal_trainer(train_cmd):
+        return
+    for config in dict.fromkeys(p.config for p in plan if p.action != "skip"):
+        try:
+            load_config(config, list(overrides))
+        except ConfigError as err:
+            raise ValueError(f"{config}: {err}") from None
+
+
+def check_out(out: Path) -> None:
+    """ValueError when ``out`` or the nearest of its parents that exists is a file: no run directory could be
+    read or made below it."""
+    for folder in (out, *out.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(f"--out {out} cannot be written: {folder} is a file")
+            return
 
 
 def _log_path(out: Path, outcome: RunOutcome) -> Path:
@@ -142,8 +175,10 @@ def _sweep(argv: list[str] | None, prog: str) -> int:
             raise ValueError("--train-cmd is empty")
         if args.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+        check_out(Path(args.out))
         configs, bases = split_shared_bases(grid_configs(args))
         plan = plan_sweep(configs, args.seeds, args.out, train_cmd, args.overrides)
+        check_configs(plan, args.overrides, train_cmd)
     except (ValueError, FileNotFoundError) as exc:
         print(f"sweep: error: {exc}", file=sys.stderr)
         return 2
@@ -153,9 +188,13 @@ def _sweep(argv: list[str] | None, prog: str) -> int:
     if args.dry_run:
         return 0
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     given = sys.argv[1:] if argv is None else argv
-    (out / SWEEP_COMMAND_FILE).write_text(shlex.join([*shlex.split(prog), *given]) + "\n")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SWEEP_COMMAND_FILE).write_text(shlex.join([*shlex.split(prog), *given]) + "\n")
+    except OSError as exc:
+        print(f"sweep: error: --out {out} cannot be written: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     report, close = progress_reporter(len(plan), out, sys.stderr.isatty())
     try:
         outcomes = execute_plan(plan, out, jobs=args.jobs, progress=report)

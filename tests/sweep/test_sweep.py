@@ -166,6 +166,50 @@ def test_sweep_bad_input_is_one_line_exit_2(grid, capsys):
     assert code == 1
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--set", "optim.lr=.nan"], "quickstart.yaml: optim.lr must be a finite number >= 0; got nan"),
+    (["--set", "optim.lrr=0.1"], "quickstart.yaml: unknown config key 'optim.lrr' (did you mean 'optim.lr'?)"),
+    (["--dry-run", "--set", "optim.lrr=0.1"], "unknown config key 'optim.lrr'"),
+])
+def test_a_config_error_stops_the_sweep_before_any_run(tmp_path, capsys, extra, message):
+    """With metacal's trainer the sweep loads every config with its overrides first: one line, exit 2, no
+    directory, where each run used to fail on its own with exit code 2."""
+    out = tmp_path / "out"
+    code = _sweep_main(["--configs", str(REPO / "configs" / "quickstart.yaml"), "--seeds", "0", "1",
+                        "--out", str(out), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("sweep: error: ") and err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_an_out_that_cannot_be_created_is_one_line(grid, tmp_path, capsys):
+    configs, train_cmd, _ = grid
+    (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file", tmp_path / "file" / "o"):
+        for dry in ([], ["--dry-run"]):
+            code = _sweep_main(["--configs", str(configs / "ce.yaml"), "--seeds", "0", "--out", str(out),
+                                "--train-cmd", train_cmd, *dry])
+            err = capsys.readouterr().err
+            assert code == 2 and err == f"sweep: error: --out {out} cannot be written: {tmp_path / 'file'} is a file\n"
+    if Path("/proc/self").is_dir():  # Linux: no directory can be made in /proc, not even by root
+        code = _sweep_main(["--configs", str(configs / "ce.yaml"), "--seeds", "0", "--out", "/proc/metacal_sweep",
+                            "--train-cmd", train_cmd])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("sweep: error: --out /proc/metacal_sweep cannot be written: "), err
+        assert err.count("\n") == 1
+
+
+def test_which_trainers_get_their_configs_checked_first():
+    from metacal.sweep.cli import runs_metacal_trainer
+    from metacal.sweep.plan import default_train_cmd
+
+    assert runs_metacal_trainer(default_train_cmd())
+    assert runs_metacal_trainer(shlex.split("torchrun --standalone --nproc_per_node 2 -m metacal.train"))
+    assert runs_metacal_trainer(shlex.split("accelerate launch scripts/train.py"))
+    assert runs_metacal_trainer(["/venv/bin/metacal-train"])
+    assert not runs_metacal_trainer(shlex.split("python my_trainer.py"))
+
+
 def test_shared_base_configs_are_not_methods(tmp_path, capsys):
     """``--configs configs/<dataset>/*.yaml`` also matches base.yaml; a file another listed config names
     under ``base:`` is skipped (both the string and the list form of ``base:``)."""
@@ -174,11 +218,11 @@ def test_shared_base_configs_are_not_methods(tmp_path, capsys):
     d = tmp_path / "configs" / "data"
     (tmp_path / "configs" / "methods").mkdir(parents=True)
     d.mkdir()
-    (d / "base.yaml").write_text("data:\n  name: mnist1d\n")
+    (d / "base.yaml").write_text("data:\n  name: mnist1d\nmodel:\n  name: mlp\n")
     (tmp_path / "configs" / "methods" / "focal.yaml").write_text("loss:\n  name: focal\n")
     (d / "ce.yaml").write_text("base: base.yaml\n")
     (d / "focal.yaml").write_text("base: [base.yaml, ../methods/focal.yaml]\n")
-    (d / "alone.yaml").write_text("loss:\n  name: ce\n")
+    (d / "alone.yaml").write_text("data:\n  name: mnist1d\nmodel:\n  name: mlp\nloss:\n  name: ce\n")
     listed = sorted(d.glob("*.yaml"))
     methods, bases = split_shared_bases(listed)
     assert [p.name for p in methods] == ["alone.yaml", "ce.yaml", "focal.yaml"] and bases == [d / "base.yaml"]
