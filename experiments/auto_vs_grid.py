@@ -27,6 +27,7 @@ from metacal.metrics import overconfidence
 from metacal.report.labels import method_label
 from metacal.run_layout import Run, RunPaths, read_json, read_run, read_sweep_command
 from metacal.report.paired import interval_text, paired_diff, resolved_text
+from metacal.writable import page_problem
 
 OTHERS = ("adafocal", "dual_focal")
 
@@ -201,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adafocal", type=Path,
                    help="AdaFocal runs whose history holds its per-bin γ (default: the sweep's)")
     args = p.parse_args(argv)
+    if args.out is not None and (problem := page_problem(args.out)):
+        print(f"auto_vs_grid: error: --out {problem}", file=sys.stderr)
+        return 2
     gammas = grid_gammas(args.sweep)
     grid = {name: runs for name in gammas if (runs := load(args.sweep / name, gaps=True))}
     ce_name = next((name for name in grid if gammas[name] == 0), None)

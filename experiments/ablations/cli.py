@@ -83,6 +83,7 @@ REGIME_STUDIES = {"gamma_oracle": 3, "meta_signal": 2, "meta_horizon": 2}
 def main(argv: list[str] | None = None) -> int:
     from experiments.ablations import STUDIES, StudyOptions
     from metacal.registry import UnknownNameError
+    from metacal.writable import folder_problem
 
     argv = list(sys.argv[1:] if argv is None else argv)
     names = STUDIES.available()
@@ -97,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                         num_seeds=getattr(args, "num_seeds", None))
     t0 = time.time()
     try:
+        for flag, folder in (("--out", out), ("--work", work)):  # before the study trains, maybe for hours
+            if problem := folder_problem(folder):
+                raise ValueError(f"{flag} {problem}")
         result = STUDIES.get(args.study)(opts)
     except (ValueError, FileNotFoundError, UnknownNameError) as err:
         print(f"ablate.py {args.study}: error: {' '.join(str(err).split())}", file=sys.stderr)

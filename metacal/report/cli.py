@@ -56,12 +56,15 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     matplotlib.use("Agg")
     from metacal.report.page import build_report
     from metacal.report.posthoc_columns import parse_calibrators
+    from metacal.writable import page_problem
 
     out = Path(args.out) if args.out else Path(args.root) / "report.md"
     command = shlex.join([*shlex.split(prog), *argv])
     try:
         if args.hb_bins < 1:
             raise ValueError(f"--hb-bins must be a positive integer, got {args.hb_bins}")
+        if problem := page_problem(out):
+            raise ValueError(f"--out {problem}")
         calibrators = parse_calibrators(args.calibrators)
         if args.discussion is not None and not Path(args.discussion).is_file():
             raise FileNotFoundError(f"--discussion: no such file: {args.discussion}")

@@ -28,6 +28,7 @@ import numpy as np
 from metacal.report.aggregate import MethodRow
 from metacal.report.paired import LEVEL, compare, interval_text
 from metacal.run_layout import SWEEP_COMMAND_FILE, find_runs, read_sweep_command
+from metacal.writable import page_problem
 from metacal.report.shift_figures import sample_figures
 from metacal.report.shift_guide import paired_csv
 from metacal.report.shift_ood import load_ood_rows, ood_sweep_commands, parse_ood_sweep, trained_classes
@@ -294,6 +295,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     matplotlib.use("Agg")
     command = shlex.join([*shlex.split(prog), *argv])
     try:
+        if problem := page_problem(args.out):
+            raise ValueError(f"--out {problem}")
         page = build_shift_page(args.root, args.suite, args.out, args.ood, args.seeds, args.sweep_command,
                                 command, args.title, args.discussion, args.ood_sweep, args.methods)
     except (ValueError, FileNotFoundError) as exc:

@@ -97,13 +97,11 @@ def check_configs(plan: Sequence[PlannedRun], overrides: Sequence[str], train_cm
 
 
 def check_out(out: Path) -> None:
-    """ValueError when ``out`` or the nearest of its parents that exists is a file: no run directory could be
-    read or made below it."""
-    for folder in (out, *out.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise ValueError(f"--out {out} cannot be written: {folder} is a file")
-            return
+    """ValueError when no run directory could be made or written below ``out``."""
+    from metacal.writable import folder_problem
+
+    if problem := folder_problem(out):
+        raise ValueError(f"--out {problem}")
 
 
 def _log_path(out: Path, outcome: RunOutcome) -> Path:

@@ -183,6 +183,14 @@ def test_a_sweep_without_ce_is_one_line(tmp_path, capsys):
     assert len(err) == 1 and "has no finished CE run" in err[0]
 
 
+def test_an_out_below_a_file_is_one_line_before_the_sweep_is_read(tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    page = tmp_path / "taken" / "auto.md"
+    assert auto_vs_grid.main([str(tmp_path / "nowhere"), "--out", str(page)]) == 2
+    assert capsys.readouterr().err == (f"auto_vs_grid: error: --out {page} cannot be written: {tmp_path / 'taken'} "
+                                       "is a file\n")
+
+
 @pytest.mark.slow
 def test_bench_auto_runs_the_three_methods(tmp_path, capsys):
     bench = auto_cost

@@ -57,6 +57,14 @@ def test_default_out_is_not_the_tracked_docs(argv, out, work, hint, fake_study, 
     assert ("(default; --out docs/ablations updates the published page)" in first) == hint
 
 
+@pytest.mark.parametrize("flag", ["--out", "--work"])
+def test_an_out_or_work_below_a_file_stops_before_the_study(flag, fake_study, tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    assert cli.main(["bins", flag, "taken/x"]) == 2
+    assert capsys.readouterr().err == f"ablate.py bins: error: {flag} taken/x cannot be written: taken is a file\n"
+    assert fake_study == []  # the study never started
+
+
 def test_each_run_prints_its_variant(tmp_path, monkeypatch, capsys):
     import metacal.train
 
