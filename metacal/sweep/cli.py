@@ -75,10 +75,14 @@ def grid_configs(args: argparse.Namespace) -> list[str]:
 
 
 def runs_metacal_trainer(train_cmd: Sequence[str]) -> bool:
-    """Whether ``train_cmd`` is metacal's trainer (the default ``-m metacal.train``, ``scripts/train.py`` or
-    ``metacal-train``, also under torchrun or accelerate launch), whose config loader the sweep can run first."""
-    return any(t == "metacal.train" or Path(t).name == "metacal-train" or t.endswith("scripts/train.py")
-               or t == "train.py" for t in train_cmd)
+    """Whether ``train_cmd`` is metacal's trainer (the default ``-m metacal.train``, ``metacal-train`` or this
+    checkout's ``scripts/train.py``, also under torchrun or accelerate launch), whose config loader the sweep can
+    run first. A launcher of one's own (a registered loss or learner) reads its configs itself."""
+    import metacal
+
+    script = Path(metacal.__file__).resolve().parents[1] / "scripts" / "train.py"
+    return any(t == "metacal.train" or Path(t).name == "metacal-train"
+               or (t.endswith(".py") and Path(t).resolve() == script) for t in train_cmd)
 
 
 def check_configs(plan: Sequence[PlannedRun], overrides: Sequence[str], train_cmd: Sequence[str]) -> None:

@@ -205,9 +205,10 @@ def test_which_trainers_get_their_configs_checked_first():
 
     assert runs_metacal_trainer(default_train_cmd())
     assert runs_metacal_trainer(shlex.split("torchrun --standalone --nproc_per_node 2 -m metacal.train"))
-    assert runs_metacal_trainer(shlex.split("accelerate launch scripts/train.py"))
+    assert runs_metacal_trainer(["accelerate", "launch", str(REPO / "scripts" / "train.py")])
     assert runs_metacal_trainer(["/venv/bin/metacal-train"])
     assert not runs_metacal_trainer(shlex.split("python my_trainer.py"))
+    assert not runs_metacal_trainer(shlex.split("python my_project/scripts/train.py"))  # a launcher of one's own
 
 
 def test_shared_base_configs_are_not_methods(tmp_path, capsys):
