@@ -25,12 +25,10 @@ i.e. focal loss for γ ≥ 0 and inverse focal loss (Wang, Feng & Zhang 2021, eq
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
-from .base import Loss, reduce
+from .base import Loss, check_weight, reduce
 from .focal import log_pt, safe_pow
 from .registry import LOSSES
 
@@ -64,9 +62,8 @@ class AdaFocal(Loss):
         super().__init__(reduction)
         if num_bins < 1 or not gamma_min <= gamma_init <= gamma_max:
             raise ValueError("adafocal needs num_bins >= 1 and gamma_min <= gamma_init <= gamma_max")
-        for name, value in (("lam", lam), ("switch_threshold", switch_threshold)):
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"adafocal {name} must be a finite number >= 0, got {value}")
+        check_weight("adafocal lam", lam)
+        check_weight("adafocal switch_threshold", switch_threshold)
         self.num_bins = int(num_bins)
         self.lam = float(lam)
         self.switch_threshold = float(switch_threshold)

@@ -18,10 +18,18 @@ A loss is an ``nn.Module`` called as ``loss(logits, targets, **extra) -> Tensor`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from torch import nn
+
+
+def check_weight(what: str, value: float) -> None:
+    """ValueError unless ``value`` (a weight or rate named ``what``) is a finite number >= 0: a NaN or infinite
+    one makes every loss non-finite, a negative one rewards what the term penalises."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{what} must be a finite number >= 0, got {value}")
 
 
 def reduce(values: torch.Tensor, reduction: str) -> torch.Tensor:

@@ -6,12 +6,10 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
-from .base import Loss, reduce
+from .base import Loss, check_weight, reduce
 from .registry import LOSSES
 
 
@@ -21,8 +19,7 @@ class L1LogitNormCE(Loss):
 
     def __init__(self, alpha: float = 0.01, reduction: str = "mean") -> None:
         super().__init__(reduction)
-        if not (math.isfinite(alpha) and alpha >= 0):
-            raise ValueError(f"l1_logit_norm alpha must be a finite number >= 0, got {alpha}")
+        check_weight("l1_logit_norm alpha", alpha)
         self.alpha = float(alpha)
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, **extra) -> torch.Tensor:

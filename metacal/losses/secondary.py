@@ -11,12 +11,11 @@ Named presets (each documents its defaults): ce_mmce, mdca, sbece, avuc, savuc.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from .base import WrapsPrimary, reduce
+from .base import WrapsPrimary, check_weight, reduce
 from .registry import LOSSES
 
 
@@ -54,8 +53,7 @@ class PrimaryPlusSecondary(WrapsPrimary):
             raise ValueError("give reduction= to the combined loss, not in primary_params")
         if warmup_epochs < 0:
             raise ValueError(f"warmup_epochs must be >= 0, got {warmup_epochs}")
-        if not (math.isfinite(beta) and beta >= 0):  # the secondary term's weight: a negative one rewards miscalibration
-            raise ValueError(f"beta must be a finite number >= 0, got {beta}")
+        check_weight("beta", beta)  # the secondary term's weight
         self.primary = LOSSES.build(primary, reduction="none", **primary_params)
         self.secondary = _build_objective(secondary, dict(secondary_params or {}))
         self.primary_name = primary

@@ -3,8 +3,8 @@
 One table, :data:`RANGES`: a value outside its range is one line naming the key, before anything is built. Without
 it a negative seed or thread count surfaced as a library's traceback in the middle of the setup, and a step cap of
 0 as a run that trained nothing. Keys with a rule of their own are checked by their owner: the warm-up by the
-schedule (metacal/train/schedules.py), the optimiser's numbers by the optimiser, ``meta.horizon_decay`` by the
-meta learner where the trajectory horizon reads it, the section ``auto`` by
+schedule (metacal/train/schedules.py), ``optim.betas`` with the optimiser's keys (config.py),
+``meta.horizon_decay`` by the meta learner where the trajectory horizon reads it, the section ``auto`` by
 :func:`metacal.meta.auto.build_finder`, free-form options by the component that takes them.
 """
 
@@ -56,6 +56,13 @@ RANGES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("meta.weight_decay", _finite_not_negative, "be a finite number >= 0"),
     ("meta.shape_lr_scale", _finite_not_negative, "be a finite number >= 0 (0 freezes the γ-Net's shape)"),
     ("meta.ce_weight", _finite_not_negative, "be a finite number >= 0 (0: the calibration objective alone)"),
+    # torch.optim checks lr >= 0 and weight_decay >= 0, which NaN passes (a run of NaN losses), and momentum >= 0
+    # only; at momentum 1 or above the velocity never decays and SGD diverges
+    ("optim.lr", _finite_not_negative, "be a finite number >= 0"),
+    ("optim.momentum", lambda v: 0 <= v < 1, "be in [0, 1)"),
+    ("optim.weight_decay", _finite_not_negative, "be a finite number >= 0"),
+    ("optim.eps", _finite_positive, "be a finite number > 0"),
+    ("optim.backbone_lr_scale", _finite_not_negative, "be a finite number >= 0"),
     ("schedule.epochs", _positive, "be > 0"),
     ("schedule.lr_decay", _finite_positive, "be a finite number > 0 (the lr's factor at each milestone)"),
     ("eval.num_bins", _positive, "be > 0"),
