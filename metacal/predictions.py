@@ -9,14 +9,16 @@ writes ``logits`` as float32 (or ``probs`` as float64), ``labels`` as int64 and 
 Optional ``perturbed_logits`` (M×K) and ``perturbed_labels`` (M integers in [0, K)) hold the same split's
 predictions under input perturbations (mixed severities), for calibrators fitted on both such as perturbation
 temperature scaling; they are checked like the main arrays, must come together and are read into
-``Predictions.perturbed``. A probability-only companion is written as its log-probabilities. The trainer, ``python -m metacal.evaluate``, ``metacal.report`` and
+``Predictions.perturbed``. Optional ``noisy_labels`` (N integers in [0, K)) hold the same samples' labels noised as
+a run's training labels were (data.options.noise_rate: metacal/data/label_noise.py), and ``posteriors`` (N×K, rows
+summing to 1) the true class posteriors where the data has them (gaussian_mixture). A probability-only companion is written as its log-probabilities. The trainer, ``python -m metacal.evaluate``, ``metacal.report`` and
 the ablation studies (``experiments.ablations`` in the checkout) all read it with :func:`load_predictions`.
 """
 
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +34,17 @@ LOG_EPS = 1e-12
 class Predictions:
     """``probs`` (N×K float64), ``labels`` (N int64), ``logits`` (N×K, None when only probabilities exist),
     ``gamma`` (N, None without a γ-Net), ``perturbed`` (the same split under input perturbations, None when
-    absent). With logits, probs = softmax(logits) in float64."""
+    absent), ``noisy_labels`` (N, the labels noised as the training labels were, None without label noise),
+    ``posteriors`` (N×K float64, the true P(y | x), None where unknown). With logits, probs = softmax(logits) in
+    float64."""
 
     probs: torch.Tensor
     labels: torch.Tensor
     logits: torch.Tensor | None = None
     gamma: torch.Tensor | None = None
     perturbed: Predictions | None = None
+    noisy_labels: torch.Tensor | None = None
+    posteriors: torch.Tensor | None = None
 
     @classmethod
     def from_logits(cls, logits: torch.Tensor, labels: torch.Tensor, gamma: torch.Tensor | None = None,
@@ -68,6 +74,10 @@ class Predictions:
         if self.perturbed is not None:
             arrays["perturbed_logits"] = self.perturbed.logits_for_scaling().detach().cpu().numpy().astype(np.float32)
             arrays["perturbed_labels"] = self.perturbed.labels.detach().cpu().numpy().astype(np.int64)
+        if self.noisy_labels is not None:
+            arrays["noisy_labels"] = self.noisy_labels.detach().cpu().numpy().astype(np.int64)
+        if self.posteriors is not None:
+            arrays["posteriors"] = self.posteriors.detach().cpu().numpy().astype(np.float64)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_with_atomic(path, lambda buffer: np.savez(buffer, **arrays))
@@ -87,10 +97,30 @@ def load_predictions(path: str | Path) -> Predictions:
         _check_probs(path, scores)
     gamma = _gamma(path, arrays, scores.shape[0])
     perturbed = _perturbed(path, arrays, scores.shape[1])
+    truth = _truth(path, arrays, scores)
     t_scores, t_labels = torch.from_numpy(scores), torch.from_numpy(labels)
     if key == "logits":
-        return Predictions.from_logits(t_scores, t_labels, gamma, perturbed)
-    return Predictions(t_scores, t_labels, None, gamma, perturbed)
+        return replace(Predictions.from_logits(t_scores, t_labels, gamma, perturbed), **truth)
+    return Predictions(t_scores, t_labels, None, gamma, perturbed, **truth)
+
+
+def _truth(path: Path, arrays: dict[str, np.ndarray], scores: np.ndarray) -> dict[str, torch.Tensor]:
+    """The optional ``noisy_labels`` and ``posteriors``, checked like the main labels and probabilities."""
+    out: dict[str, torch.Tensor] = {}
+    if "noisy_labels" in arrays:
+        _, noisy = _checked(path, scores, arrays["noisy_labels"], "logits", "noisy_labels", None)
+        out["noisy_labels"] = torch.from_numpy(noisy)
+    if "posteriors" in arrays:
+        post = arrays["posteriors"]
+        if post.shape != scores.shape or not _numeric(post):
+            raise ValueError(f"{path}: 'posteriors' must be {scores.shape[0]}×{scores.shape[1]} numbers like the "
+                             f"predictions, got shape {post.shape} dtype {post.dtype}")
+        post = post.astype(np.float64)
+        if not np.all(np.isfinite(post)):
+            raise ValueError(f"{path}: 'posteriors' contains NaN or inf")
+        _check_probs(path, post, "posteriors")
+        out["posteriors"] = torch.from_numpy(post)
+    return out
 
 
 def _checked(path: Path, scores: np.ndarray, labels: np.ndarray, key: str, label_key: str,
@@ -151,13 +181,13 @@ def _numeric(array: np.ndarray) -> bool:
     return np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
 
 
-def _check_probs(path: Path, probs: np.ndarray) -> None:
+def _check_probs(path: Path, probs: np.ndarray, key: str = "probs") -> None:
     """Entries in [0, 1] and rows summing to 1, both within ``PROB_SUM_ATOL``."""
     if probs.min() < -PROB_SUM_ATOL or probs.max() > 1 + PROB_SUM_ATOL:
-        raise ValueError(f"{path}: 'probs' must lie in [0, 1], got [{probs.min():.4g}, {probs.max():.4g}]")
+        raise ValueError(f"{path}: '{key}' must lie in [0, 1], got [{probs.min():.4g}, {probs.max():.4g}]")
     dev = float(np.abs(probs.sum(axis=1) - 1).max())
     if dev > PROB_SUM_ATOL:
-        raise ValueError(f"{path}: 'probs' rows must sum to 1 (tolerance {PROB_SUM_ATOL:g}); max deviation {dev:.3g}")
+        raise ValueError(f"{path}: '{key}' rows must sum to 1 (tolerance {PROB_SUM_ATOL:g}); max deviation {dev:.3g}")
 
 
 def _gamma(path: Path, arrays: dict[str, np.ndarray], n: int) -> torch.Tensor | None:

@@ -33,11 +33,13 @@ class BatchedView(Dataset):
     """``view.__getitems__(indices)`` → the collated ``(inputs, targets)`` of those samples (what a
     ``DataLoader`` with ``collate_fn=as_batch`` calls once per batch); ``view[i]`` is the dataset's own item.
 
-    ``base`` holds the samples in one tensor; ``index`` maps the view's positions to ``base``'s (a subset)."""
+    ``base`` holds the samples in one tensor; ``index`` maps the view's positions to ``base``'s (a subset);
+    ``labels``: the view's labels by position when the subset sets its own (relabelled classes, noisy labels),
+    else None (``base``'s labels)."""
 
     def __init__(self, dataset: Dataset, base: VectorDataset | ImageArrayDataset,
-                 index: torch.Tensor | None = None) -> None:
-        self.dataset, self.base, self.index = dataset, base, index
+                 index: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> None:
+        self.dataset, self.base, self.index, self.labels = dataset, base, index, labels
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
@@ -46,7 +48,7 @@ class BatchedView(Dataset):
         return self.dataset[index]
 
     def __getitems__(self, indices: list[int]) -> Batch:
-        idx = torch.as_tensor(indices, dtype=torch.int64)
+        positions = idx = torch.as_tensor(indices, dtype=torch.int64)
         if self.index is not None:
             idx = self.index[idx]
         base = self.base
@@ -55,10 +57,12 @@ class BatchedView(Dataset):
         batch = torch.index_select(inputs.reshape(len(inputs), -1), 0, idx).view(len(idx), *inputs.shape[1:])
         if isinstance(base, ImageArrayDataset) and base.transform is not None:
             batch = per_pixel(base.transform, batch)
+        if self.labels is not None:
+            return batch, torch.index_select(self.labels, 0, positions)
         return batch, torch.index_select(base.targets, 0, idx)
 
     def __getattr__(self, name: str) -> Any:  # targets, posteriors, … of the wrapped dataset
-        if name in ("dataset", "base", "index"):
+        if name in ("dataset", "base", "index", "labels"):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
@@ -72,9 +76,12 @@ def batched_view(dataset: Dataset) -> BatchedView | None:
     """A :class:`BatchedView` of ``dataset``, or None when its samples cannot be served as whole batches with
     the same numbers (module docstring)."""
     index, base = (dataset.index, dataset.dataset) if isinstance(dataset, DataSubset) else (None, dataset)
+    # a subset of a subclass (class_split.RelabeledSubset, bundle.LabelledSubset) gives labels of its own
+    labels = None if type(dataset) is DataSubset or index is None else torch.as_tensor(dataset.targets,
+                                                                                        dtype=torch.int64)
     # types checked exactly: a subclass may override __getitem__
     if type(base) is VectorDataset or (type(base) is ImageArrayDataset and deterministic(base.transform)):
-        return BatchedView(dataset, base, index)
+        return BatchedView(dataset, base, index, labels)
     return None
 
 

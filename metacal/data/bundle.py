@@ -42,6 +42,55 @@ class DataSubset(Subset):
         return base[self._index]
 
 
+class LabelledSubset(DataSubset):
+    """A :class:`DataSubset` whose labels are given per position (``labels``) instead of read from the dataset:
+    the noisy labels of :mod:`metacal.data.label_noise`. ``clean_targets`` keeps the labels the split had before
+    (``targets`` and every item carry the given ones); ``posteriors`` are those of the split it was made from."""
+
+    def __init__(self, split: DataSubset, labels: torch.Tensor) -> None:
+        super().__init__(split.dataset, split.index)
+        self.labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
+        if len(self.labels) != len(self._index):
+            raise ValueError(f"{len(self.labels)} labels for a split of {len(self._index)} samples")
+        self.clean_targets = torch.as_tensor(split.targets, dtype=torch.long)
+        self._posteriors = getattr(split, "posteriors", None) if hasattr(split.dataset, "posteriors") else None
+
+    def __getitem__(self, index: int) -> tuple[Any, torch.Tensor]:
+        return self.dataset[self.indices[index]][0], self.labels[index]
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[Any, torch.Tensor]]:
+        return [self[i] for i in indices]
+
+    @property
+    def targets(self) -> torch.Tensor:
+        return self.labels
+
+    @property
+    def posteriors(self) -> torch.Tensor:
+        if self._posteriors is None:
+            raise AttributeError(f"{type(self.dataset).__name__} has no true posteriors")
+        return self._posteriors
+
+    def narrowed(self, positions: torch.Tensor) -> "LabelledSubset":
+        split = DataSubset(self.dataset, self._index[positions])
+        out = LabelledSubset(split, self.labels[positions])
+        out.clean_targets, out._posteriors = self.clean_targets[positions], (
+            None if self._posteriors is None else self._posteriors[positions])
+        return out
+
+
+def base_positions(split: Dataset) -> tuple[Dataset, torch.Tensor]:
+    """(the dataset a split indexes, its positions there): a split's samples by their place in the official set."""
+    if isinstance(split, DataSubset):
+        return split.dataset, split.index
+    return split, torch.arange(len(split))  # type: ignore[arg-type]
+
+
+def as_subset(split: Dataset) -> DataSubset:
+    """``split`` as a :class:`DataSubset` (a dataset of one's own is wrapped whole)."""
+    return split if isinstance(split, DataSubset) else DataSubset(split, range(len(split)))  # type: ignore[arg-type]
+
+
 @dataclass
 class DataBundle:
     """Splits of one dataset. Every split yields ``(input_tensor, label_int64_tensor)``.
@@ -50,7 +99,9 @@ class DataBundle:
     ``test`` is the official test set, or None when a user's data has none (``image_folder`` without
     ``test/``, ``arrays`` without ``x_test``). ``input_shape`` is (C, H, W) for images, (C, L) for
     sequences, the feature shape for ``arrays``. ``ood`` holds the test samples of the classes left out by
-    ``in_classes`` (:mod:`metacal.data.class_split`; original labels), else None.
+    ``in_classes`` (:mod:`metacal.data.class_split`; original labels), else None. ``noisy_test_labels``: with
+    ``noise_rate`` > 0, the test labels flipped as the training labels were (:mod:`metacal.data.label_noise`; the
+    test set itself keeps its clean labels), else None.
     """
 
     name: str
@@ -65,6 +116,7 @@ class DataBundle:
     classes: list[str] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     ood: Dataset | None = None
+    noisy_test_labels: torch.Tensor | None = None  # the test labels noised as the training labels were
 
     @property
     def in_channels(self) -> int:

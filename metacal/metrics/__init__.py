@@ -6,7 +6,8 @@ Modules: ``scores`` (error, NLL, Brier), ``binning`` (bins + per-bin table), ``c
 RMSCE, ACE, ECE-sweep, debiased L2, KS, ECE vs #bins), ``classwise`` (classwise ECE/ACE), ``kde`` (KDE-ECE),
 ``smooth`` (SECE metric, smECE), ``selective`` (risk–coverage curve, AURC, AUGRC), ``ood`` (OOD detection
 from logits: AUROC, AUPR, FPR95 of four scores), ``summary``, ``weighted`` (the summary metrics of many
-count-weighted resamples at once), ``bootstrap`` (percentile intervals), ``accumulator`` (streaming).
+count-weighted resamples at once), ``bootstrap`` (percentile intervals), ``accumulator`` (streaming),
+``true_posterior`` (calibration against known posteriors).
 """
 
 from .accumulator import CalibrationAccumulator
@@ -36,6 +37,7 @@ from .ood import ood_detection, ood_scores
 from .selective import aurc, augrc, coverage_at_risk, risk_at_coverage, risk_coverage_curve, selective_summary
 from .smooth import sece_metric, sece_metric_from_confidence, smece, smece_from_confidence
 from .summary import BINNING_FREE_KEYS, SUMMARY_KEYS, binning_free_summary, summary
+from .true_posterior import bayes_error, posterior_gap, posterior_tv, true_posterior_summary
 
 __all__ = [
     "CalibrationAccumulator", "BinStatistics", "bin_index", "bin_statistics", "BootstrapSpec", "bin_accuracy_bands",
@@ -45,5 +47,6 @@ __all__ = [
     "as_tensor", "check_probs_labels", "top_label", "kde_ece", "kde_ece_from_confidence", "brier", "error_rate", "nll",
     "ood_detection", "ood_scores", "aurc", "augrc", "coverage_at_risk", "risk_at_coverage", "risk_coverage_curve",
     "selective_summary", "sece_metric", "sece_metric_from_confidence", "smece", "smece_from_confidence",
-    "SUMMARY_KEYS", "BINNING_FREE_KEYS", "binning_free_summary", "summary",
+    "SUMMARY_KEYS", "BINNING_FREE_KEYS", "binning_free_summary", "summary", "bayes_error", "posterior_gap",
+    "posterior_tv", "true_posterior_summary",
 ]  # fmt: skip

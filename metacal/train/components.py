@@ -78,14 +78,15 @@ def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> 
 
 
 def build_data(cfg: Config):
-    """The data bundle of ``data.*``; a message naming a dataset keyword says it as the config option it is
+    """The data bundle of ``data.*`` (the label-noise, trusted and long-tail draws seeded by ``run.seed``, the split
+    by ``data.seed``: metacal/data/registry.py); a message naming a dataset keyword says it as the config option it is
     here (``--set data.options.download=true`` / ``overrides=["data.options.download=true"]``)."""
     from metacal import data
 
     data.DATASETS.get(cfg.data.name)  # unknown name → UnknownNameError before any loading
     with speaking(current().in_config()):
         return construct(f"data ({cfg.data.name})", data.build, cfg.data.name, root=cfg.data.root,
-                         seed=cfg.data.seed, **cfg.data.options)
+                         seed=cfg.data.seed, draw_seed=cfg.run.seed, **cfg.data.options)
 
 
 def build_model(cfg: Config, bundle: Any, load_checkpoint: bool = True,
@@ -167,9 +168,18 @@ def make_loaders(cfg: Config, bundle: Any) -> tuple[Any, Any, Any]:
     d = cfg.data
     common = dict(seed=cfg.run.seed, num_workers=d.num_workers, batched=d.batched)
     train = make_loader(bundle.train, d.batch_size, shuffle=True, **common)
-    val = make_loader(bundle.val, d.eval_batch_size, shuffle=False, **common)
-    test = None if bundle.test is None else make_loader(bundle.test, d.eval_batch_size, shuffle=False, **common)
+    val = make_loader_of(cfg, bundle.val)
+    test = None if bundle.test is None else make_loader_of(cfg, bundle.test)
     return train, val, test
+
+
+def make_loader_of(cfg: Config, split: Any) -> Any:
+    """An evaluation loader (in order, ``data.eval_batch_size``) over one split, before accelerator.prepare."""
+    from metacal.data.loaders import make_loader
+
+    d = cfg.data
+    return make_loader(split, d.eval_batch_size, shuffle=False, seed=cfg.run.seed, num_workers=d.num_workers,
+                       batched=d.batched)
 
 
 def meta_batch_size(cfg: Config, meta_val_size: int, processes: int, warn: bool = True) -> int:

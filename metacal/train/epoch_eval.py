@@ -70,12 +70,12 @@ def run_temperature(val: Predictions) -> Any:
 
 
 def after_temperature_scaling(val: Predictions, test: Predictions, num_bins: int = 15,
-                              ts: Any = None) -> dict[str, Any]:
+                              ts: Any = None, binning_free: bool = True) -> dict[str, Any]:
     """Test metrics after temperature scaling fitted by NLL on the validation logits (Wang & Golebiowski 2024,
     "CE+TS"); ``ts``: that fit, when already done (:func:`run_temperature`)."""
     ts = run_temperature(val) if ts is None else ts
     probs = ts.transform(test.logits.double())
-    out = _plain(metrics.summary(probs, test.labels, num_bins=num_bins))
+    out = _plain(metrics.summary(probs, test.labels, num_bins=num_bins, binning_free=binning_free))
     out["temperature"] = float(ts.temperature)
     return out
 

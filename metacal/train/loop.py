@@ -50,6 +50,7 @@ from .train_state import EpochProgress, host_values
 from .config import Config
 from .epoch_eval import predict, selection_score, summarize
 from .outputs import epoch_line, finalize, reliability_figure
+from .regime import with_truth
 from .run_dir import clear_run_dir
 from .run_summary import end_of_run_summary
 from .setup import RunResult, TrainingRun, TrainingDivergedError, make_accelerator, setup
@@ -78,7 +79,7 @@ def train(cfg: Config, paths: RunPaths, resume: bool = False, accelerator: Accel
             evaluate_epoch(run, epoch, t0, train_m, epoch_gamma)
     with naming_batch_sizes(cfg, device, "evaluation", lambda: "the final evaluation"):
         metrics = finalize(cfg, paths, state, run.accelerator, run.tb, run.stepper,
-                           has_test=run.test_loader is not None)
+                           has_test=run.test_loader is not None, bundle=run.bundle)
     run.tb.close()
     run.accelerator.wait_for_everyone()
     return RunResult(metrics, run.accelerator.unwrap_model(run.model), run.stepper.per_sample_gamma(), run.state,
@@ -197,6 +198,7 @@ def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, f
     if run.test_loader is not None and (cfg.eval.test_every_epoch or improved):
         test = predict(run.model, run.test_loader, accelerator, gamma_net)
         test_m = summarize(test, cfg.eval.num_bins, binning_free=False)
+        test = with_truth(test, run.bundle.test, run.bundle.noisy_test_labels)  # saved beside it in test.npz
     if improved:
         state.best_score, state.best_epoch = score, epoch + 1
         state.best_metrics = {"val": val_m, "test": test_m}
@@ -207,6 +209,9 @@ def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, f
     state.history.append({"epoch": epoch + 1, "time_s": time.time() - t0, "lr": train_m["lr"],
                           "train": train_m, "val": val_m, "test": test_m})
     state.epoch, state.step_in_epoch = epoch + 1, 0
+    if improved and run.noise_probe is not None:  # metrics.json "noise_detection"; outside the epoch's time_s
+        state.best_metrics["noise_detection"] = run.noise_probe.measure(
+            lambda loader: predict(run.model, loader, accelerator, gamma_net))
 
     tb.scalars("train", train_m, epoch + 1)
     if epoch_gamma is not None:

@@ -24,15 +24,17 @@ from metacal.run_layout import RunPaths
 from .train_state import TrainState
 from .config import Config, flatten, to_dict
 from .epoch_eval import after_temperature_scaling, run_temperature
+from .regime import data_record, truth_metrics
 from .run_summary import runtime_record
 from .tb_logging import TBLogger
 
 
 def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accelerator, tb: TBLogger,
-             learner: Stepper, has_test: bool = True) -> dict[str, Any]:
+             learner: Stepper, has_test: bool = True, bundle: Any = None) -> dict[str, Any]:
     """Write metrics.json (best epoch: val, test — with ``"ci"``, its bootstrap intervals, unless
-    ``eval.bootstrap`` is 0 —, test after TS; ``runtime``: processes, threads, per-process batch sizes),
-    reliability.png, history.json and calibration/ts_nll.pt (that TS, fitted on val, for :func:`metacal.load`).
+    ``eval.bootstrap`` is 0 —, test after TS; ``runtime``: processes, threads, per-process batch sizes; ``data``,
+    ``test_noisy_labels``, ``noise_detection`` and ``true_posterior``: the data regime's records,
+    metacal/train/regime.py), reliability.png, history.json and calibration/ts_nll.pt (that TS, fitted on val, for :func:`metacal.load`).
 
     The per-epoch metrics lack the binning-free estimators (O(N²)); they are added here for the selected
     epoch, from its saved predictions — the same logits the epoch's metrics were computed from. Without a
@@ -45,7 +47,7 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
     val = load_predictions(paths.predictions / "val.npz")
     test = load_predictions(paths.predictions / "test.npz") if has_test else None
     for split, pred in (("val", val), ("test", test)):  # SECE, KDE-ECE, smECE: only for the selected epoch
-        if pred is not None:
+        if pred is not None and cfg.eval.binning_free:
             result[split] = {**(result[split] or {}), **binning_free_summary(pred.probs, pred.labels)}
     ts = run_temperature(val)
     save_calibrator(paths.root, "ts_nll", ts)
@@ -53,7 +55,17 @@ def finalize(cfg: Config, paths: RunPaths, state: TrainState, accelerator: Accel
         if cfg.eval.bootstrap > 0:  # the same object as `python -m metacal.evaluate test.npz --json --ci`
             spec = BootstrapSpec(cfg.eval.bootstrap, cfg.eval.ci_level, cfg.eval.ci_seed, cfg.eval.ci_method)
             result["test"]["ci"] = bootstrap_intervals(test.probs, test.labels, cfg.eval.num_bins, spec)
-        result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins, ts)
+        result["test_after_ts"] = after_temperature_scaling(val, test, cfg.eval.num_bins, ts, cfg.eval.binning_free)
+        truth = truth_metrics(test, ts, cfg.eval.num_bins)
+        if "true_posterior" in truth:
+            result["test"]["true_posterior"] = truth["true_posterior"]["raw"]
+            result["test_after_ts"]["true_posterior"] = truth["true_posterior"]["after_ts"]
+        if "test_noisy_labels" in truth:
+            result["test_noisy_labels"] = truth["test_noisy_labels"]
+    if bundle is not None:
+        result["data"] = data_record(bundle)
+    if "noise_detection" in state.best_metrics:
+        result["noise_detection"] = state.best_metrics["noise_detection"]
     result["method"] = method_of_config(to_dict(cfg)).record()  # what report and grid pick read, not file names
     result["runtime"] = runtime_record(cfg, accelerator.num_processes, accelerator.device)
     result.update(learner.summary(state.history, state.best_epoch))  # the learner's own sections ("auto")

@@ -28,6 +28,7 @@ from .compat import resume_point
 from .config import Config, ConfigError, to_yaml
 from .cuda_graphs import GraphedSteps, graph_problem, graphed
 from .process_settings import configure_process, preload_forward_ad
+from .regime import NoiseProbe
 from .tb_logging import TBLogger
 
 
@@ -98,6 +99,8 @@ class TrainingRun:
     tb: TBLogger = field(default_factory=lambda: TBLogger(None))
     labels_checked: bool = False  # train / meta-val labels known in range: the steps skip the per-batch check
     graphs: GraphedSteps | None = None  # with run.cuda_graphs: what replays the iterations (inside ``stepper``)
+    bundle: Any = None  # the data bundle: its test truth (noisy labels, posteriors) and regime records
+    noise_probe: NoiseProbe | None = None  # with noisy training labels: flipped-vs-clean separation (regime.py)
 
     def save(self, where: str, epoch_progress: dict[str, Any], best: bool = False):
         """A checkpoint of the current state (None with run.save_checkpoints=false), never of non-finite weights."""
@@ -136,7 +139,10 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
     model, scheduler, stepper, loss_fn = parts.model, parts.scheduler, parts.stepper, parts.loss_fn
     run = TrainingRun(cfg, paths, accelerator, model, loss_fn, parts.optimizer, scheduler, stepper, *parts.loaders,
               steps_per_epoch=parts.steps_per_epoch, config_yaml=to_yaml(cfg),
-              labels_checked=labels_in_range(parts.bundle))
+              labels_checked=labels_in_range(parts.bundle), bundle=parts.bundle)
+    if NoiseProbe.wanted(parts.bundle):  # the train split in order, for the probe at each selected epoch
+        loader = components.make_loader_of(cfg, parts.bundle.train)
+        run.noise_probe = NoiseProbe.of(parts.bundle, accelerator.prepare(loader))
     if cfg.run.cuda_graphs:
         problem = graph_problem(cfg, accelerator.device, accelerator.num_processes, accelerator.unwrap_model(model),
                                 loss_fn, run.labels_checked)
