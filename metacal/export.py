@@ -1,21 +1,30 @@
-"""A calibrated model as one TorchScript file: raw inputs → normalisation → network → calibrator → probabilities.
+"""A calibrated model as one file: raw inputs → normalisation → network → calibrator → probabilities.
 
-    exported = torch.jit.load("model.pt")          # needs torch only, not metacal
-    probs = exported(x)                            # N×K float64, rows summing to 1
+    python -m metacal.predict RUN --export model.pt2     # torch.export: needs torch only, not metacal
+    probs = torch.export.load("model.pt2").module()(x)   # N×K float64, rows summing to 1
+    python -m metacal.predict RUN --export model.onnx    # ONNX (pip install 'metacal[export]' to write it)
+    probs = onnxruntime.InferenceSession("model.onnx").run(None, {"x": x})[0]
 
-``x`` is a CPU tensor shaped (N, *input_shape), channels first: for images float32 in [0, 1] (uint8 0..255 is
-accepted too and scaled by 1/255), normalised inside by the run's mean and std; for other data the numbers as
-:meth:`metacal.predictor.CalibratedModel.predict_proba` takes them. The network is traced
-(``torch.jit.trace``) on CPU in eval mode; the calibrator is a pure tensor map: temperature scaling (ts_nll,
-ts_ece, ts_perturbed), ensemble TS (ets), vector and matrix scaling, Dirichlet calibration, or none (softmax).
-Histogram binning and isotonic regression are lookups that are not exported (one-line ValueError).
+``x`` is float32 shaped (N, *input_shape), any N ≥ 1: for images channels first in [0, 1] (uint8 images: divide
+by 255 first), normalised inside by the run's mean and std; for other data the numbers as
+:meth:`metacal.predictor.CalibratedModel.predict_proba` takes them. Another shape or dtype is refused by the
+loaded program itself. The network is captured by ``torch.export`` on CPU in eval mode with the batch dimension
+dynamic; the calibrator is a pure tensor map in float64: temperature scaling (ts_nll, ts_ece, ts_perturbed),
+ensemble TS (ets), vector and matrix scaling, Dirichlet calibration, or none (softmax). Histogram binning and
+isotonic regression are lookups that are not exported (one-line ValueError). The ONNX file is converted from the
+same captured program (``torch.onnx.export``, which needs ``onnx`` and ``onnxscript``); input ``x``, output
+``probs``.
+
+TorchScript (``torch.jit``) is not written: on torch 2.14 ``torch.jit.load`` prints a deprecation warning
+pointing to ``torch.export``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import importlib.util
 import io
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +35,12 @@ from metacal.atomic_io import write_bytes_atomic
 from metacal.posthoc.affine import AffineCalibrator
 from metacal.posthoc.ensemble_ts import EnsembleTemperatureScaling
 from metacal.posthoc.temperature import TemperatureScaling
+
+#: file suffix → format
+FORMATS = {".pt2": "torch.export", ".onnx": "ONNX"}
+#: modules torch.onnx.export imports to write an ONNX file
+ONNX_MODULES = ("onnx", "onnxscript")
+INSTALL = "pip install 'metacal[export]'"
 
 
 class Softmax(nn.Module):
@@ -75,31 +90,22 @@ class Affine(nn.Module):
 
 
 class Exported(nn.Module):
-    """Raw inputs → calibrated probabilities (module docstring)."""
+    """Raw float32 inputs → calibrated float64 probabilities (module docstring)."""
 
-    def __init__(self, network: nn.Module, calibrator: nn.Module, shape: list[int], image: bool,
-                 mean: list[float], std: list[float]) -> None:
+    def __init__(self, network: nn.Module, calibrator: nn.Module, image: bool, mean: list[float],
+                 std: list[float]) -> None:
         super().__init__()
         self.network = network
         self.calibrator = calibrator
-        self.shape = shape
         self.image = image
         channels = [-1, 1, 1] if image else [1]
         self.register_buffer("mean", torch.tensor(mean if image else [0.0], dtype=torch.float32).view(channels))
         self.register_buffer("std", torch.tensor(std if image else [1.0], dtype=torch.float32).view(channels))
-        dims = ", ".join(str(v) for v in shape)
-        self.shape_error = f"inputs must have shape (N, {dims})" + (", channels first" if image else "")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != len(self.shape) + 1 or list(x.shape[1:]) != self.shape:
-            raise ValueError(self.shape_error)
-        if x.dtype == torch.uint8:
-            x = x.to(torch.float32) * (1.0 / 255)
-        else:
-            x = x.to(torch.float32)
-        if self.image:
+        if self.image:  # (x − mean) / std per channel, the arithmetic of metacal.data.model_inputs
             x = (x - self.mean) / self.std
-        return self.calibrator(self.network(x).to(torch.float32).to(torch.float64))
+        return self.calibrator(self.network(x).to(torch.float64))
 
 
 EXPORTABLE = ("ts_nll", "ts_ece", "ts_perturbed", "ets", "vector", "matrix", "dirichlet")
@@ -108,12 +114,28 @@ EXPORTABLE = ("ts_nll", "ts_ece", "ts_perturbed", "ets", "vector", "matrix", "di
 def check_exportable(name: str | None) -> None:
     """One-line ValueError unless calibrator ``name`` (None: softmax) has a tensor map."""
     if name is not None and name not in EXPORTABLE:
-        raise ValueError(f"calibrator {name} cannot be exported to TorchScript; use metacal.load (exportable: "
+        raise ValueError(f"calibrator {name} cannot be exported; use metacal.load (exportable: "
                          f"{', '.join(EXPORTABLE)}, none)")
 
 
+def export_format(path: str | Path) -> str:
+    """The format ``path`` asks for by its suffix (:data:`FORMATS`); a one-line ValueError for another suffix, or
+    for .onnx when the modules that write ONNX are not installed."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        why = " (TorchScript is no longer written: torch.jit.load is deprecated)" if suffix in (".pt", ".pth") else ""
+        raise ValueError(f"cannot export to {Path(path).name}: name a .pt2 file (torch.export) or an .onnx file "
+                         f"(ONNX){why}")
+    if suffix == ".onnx":
+        missing = [m for m in ONNX_MODULES if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ValueError(f"exporting to ONNX needs the packages {' and '.join(ONNX_MODULES)} (not installed: "
+                             f"{', '.join(missing)}): {INSTALL}")
+    return FORMATS[suffix]
+
+
 def calibrator_module(name: str | None, fitted: Any) -> nn.Module:
-    """The TorchScript-ready map of a fitted calibrator; HB, isotonic → one-line ValueError."""
+    """The exportable map of a fitted calibrator; HB, isotonic → one-line ValueError."""
     check_exportable(name)
     if fitted is None:
         return Softmax()
@@ -123,28 +145,54 @@ def calibrator_module(name: str | None, fitted: Any) -> nn.Module:
         return Ensemble(fitted.temperature, fitted.weights)
     if isinstance(fitted, AffineCalibrator) and fitted.weight is not None and fitted.bias is not None:
         return Affine(fitted.weight, fitted.bias, fitted.log_probs)
-    raise ValueError(f"calibrator {name} ({type(fitted).__name__}) has no TorchScript map; use metacal.load")
+    raise ValueError(f"calibrator {name} ({type(fitted).__name__}) has no tensor map; use metacal.load")
 
 
-def export_model(model: Any, path: str | Path) -> Path:
-    """Write ``model`` (a :class:`metacal.predictor.CalibratedModel`) to ``path`` as TorchScript; returns the
-    path. One-line ValueError for a calibrator without a tensor map or a network that cannot be traced."""
+def exported_program(model: Any) -> torch.export.ExportedProgram:
+    """``model`` (a :class:`metacal.predictor.CalibratedModel`) captured by ``torch.export`` with a dynamic
+    batch dimension; a network that cannot be captured is a one-line ValueError."""
     head = calibrator_module(model.calibrator_name, model.calibrator)
     spec = model.input_spec
     network = copy.deepcopy(model.network).cpu().eval().requires_grad_(False)  # inference only
-    example = torch.zeros(2, *spec.input_shape)
+    module = Exported(network, head, spec.kind == "image", list(spec.mean), list(spec.std)).eval()
+    example = torch.zeros(2, *spec.input_shape)  # two rows: a batch of one would be fixed as a constant
     try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # torch.jit's deprecation notes
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks traced as constants
-            traced = torch.jit.trace(network, example)
-            scripted = torch.jit.script(Exported(traced, head, list(spec.input_shape), spec.kind == "image",
-                                                 list(spec.mean), list(spec.std)))
-            buffer = io.BytesIO()
-            torch.jit.save(scripted, buffer)
-    except Exception as err:  # noqa: BLE001 - tracing fails in many ways; each means the same to the user
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"the network cannot be exported to TorchScript ({first}); use metacal.load") from None
+        with torch.no_grad():
+            return torch.export.export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    except Exception as err:  # noqa: BLE001 - capture fails in many ways; each means the same to the user
+        raise ValueError(f"the network cannot be exported ({_first_line(err)}); use metacal.load") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _onnx_bytes(program: torch.export.ExportedProgram) -> bytes:
+    """The ONNX model of ``program`` (input ``x``, output ``probs``), its converter's messages kept quiet."""
+    quiet = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            onnx_program = torch.onnx.export(program, dynamo=True, input_names=["x"], output_names=["probs"],
+                                             verbose=False)
+        return onnx_program.model_proto.SerializeToString()
+    except Exception as err:  # noqa: BLE001 - the converter fails in many ways; each means the same to the user
+        raise ValueError(f"the network cannot be converted to ONNX ({_first_line(err)}); export a .pt2 file "
+                         "instead") from None
+
+
+def export_model(model: Any, path: str | Path) -> Path:
+    """Write ``model`` (a :class:`metacal.predictor.CalibratedModel`) to ``path``: ``.pt2`` (torch.export) or
+    ``.onnx``; returns the path. One-line ValueError for another suffix, missing ONNX modules, a calibrator
+    without a tensor map or a network that cannot be exported; nothing is written then."""
+    kind = export_format(path)
+    program = exported_program(model)
+    if kind == "ONNX":
+        data = _onnx_bytes(program)
+    else:
+        buffer = io.BytesIO()
+        torch.export.save(program, buffer)
+        data = buffer.getvalue()
     path = Path(path)
-    write_bytes_atomic(path, buffer.getvalue())
+    write_bytes_atomic(path, data)
     return path

@@ -1,7 +1,7 @@
-"""Calibrated predictions of a finished run on new inputs, or its export to TorchScript.
+"""Calibrated predictions of a finished run on new inputs, or its export to one file (torch.export or ONNX).
 
     python -m metacal.predict RUN INPUTS.npz --out PROBS.npz [--calibrator ts_nll|none|NAME] [--device cpu]
-    python -m metacal.predict RUN --export MODEL.pt [--calibrator ts_nll|none|NAME]
+    python -m metacal.predict RUN --export MODEL.pt2|MODEL.onnx [--calibrator ts_nll|none|NAME]
 
 INPUTS.npz holds ``x``, the dataset's raw inputs (:mod:`metacal.predictor`: images (N, C, H, W), (N, H, W, C)
 or (N, H, W) as uint8 0..255 or float in [0, 1]; other data (N, *input_shape)), and optionally ``y`` (N integer
@@ -9,11 +9,13 @@ labels). PROBS.npz gets ``probs`` (N×K float64), ``labels_pred`` (N int64), ``c
 them) and ``calibrator`` (its name, or "none"), written atomically; one line says what was written, with the
 error and ECE (15 bins) when ``y`` is given. ``--calibrator`` is a name of :mod:`metacal.posthoc.registry`
 (default ts_nll, the run's temperature scaling) or ``none``; one not yet in the run's ``calibration/`` is
-fitted on its validation predictions and saved there. ``--export`` writes a TorchScript file mapping raw
-float inputs to calibrated probabilities (:mod:`metacal.export`).
+fitted on its validation predictions and saved there. ``--export`` writes one file mapping raw float32 inputs
+to calibrated probabilities, the calibrator folded in: ``.pt2`` (``torch.export.load``) or ``.onnx`` (ONNX;
+writing it needs ``pip install 'metacal[export]'``) (:mod:`metacal.export`).
 
 Bad input (missing run or checkpoint, missing or unreadable INPUTS, no ``x``, wrong shape or channels, bad
-``y``, unknown calibrator, unusable device, unwritable output) → one line on stderr, exit code 2, nothing written.
+``y``, unknown calibrator, unusable device, unwritable output, an --export file that is neither .pt2 nor .onnx,
+ONNX without its packages) → one line on stderr, exit code 2, nothing written.
 """
 
 from __future__ import annotations
@@ -45,13 +47,14 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description="Calibrated probabilities of a finished run on new inputs, or its "
-                                            "export to TorchScript.")
+                                            "export to one file (torch.export .pt2 or ONNX).")
     parser.add_argument("run", metavar="RUN", help="a finished run directory (runs/<name>)")
     parser.add_argument("inputs", metavar="INPUTS.npz", nargs="?",
                         help="x: raw inputs in the dataset's format; optionally y: labels (adds error and ECE)")
     parser.add_argument("--out", metavar="PROBS.npz", help="where to write probs, labels_pred, classes, calibrator")
-    parser.add_argument("--export", metavar="MODEL.pt",
-                        help="write a TorchScript file: raw float inputs → calibrated probabilities")
+    parser.add_argument("--export", metavar="MODEL.pt2|MODEL.onnx",
+                        help="write raw float32 inputs → calibrated probabilities as one file: .pt2 (torch.export) "
+                             "or .onnx (needs pip install 'metacal[export]')")
     parser.add_argument("--calibrator", default="ts_nll", metavar="NAME",
                         help="post-hoc calibrator (default ts_nll: the run's temperature scaling), any name of "
                              "metacal.posthoc, or none")
@@ -83,11 +86,11 @@ def check_device(text: str | None) -> torch.device | None:
 
 def check_request(args: argparse.Namespace) -> tuple[str | None, Path | None, Path | None]:
     """(calibrator or None, --out, --export), every flag checked before anything is loaded."""
-    from metacal.export import check_exportable
+    from metacal.export import check_exportable, export_format
     from metacal.run_calibration import check_calibrator_name
 
     if args.inputs is None and args.export is None:
-        raise InputError("nothing to do: pass INPUTS.npz --out PROBS.npz, or --export MODEL.pt")
+        raise InputError("nothing to do: pass INPUTS.npz --out PROBS.npz, or --export MODEL.pt2|MODEL.onnx")
     if (args.inputs is None) != (args.out is None):
         raise InputError("INPUTS.npz and --out PROBS.npz go together" if args.inputs else
                          "--out needs INPUTS.npz (the inputs to predict)")
@@ -98,6 +101,7 @@ def check_request(args: argparse.Namespace) -> tuple[str | None, Path | None, Pa
         check_calibrator_name(name)
     if args.export is not None:
         check_exportable(name)
+        export_format(args.export)
     out = check_writable(args.out, "--out") if args.out else None
     export = check_writable(args.export, "--export") if args.export else None
     return name, out, export
@@ -130,6 +134,7 @@ def write_predictions(out: Path, probs: torch.Tensor, classes: list[str] | None,
 
 def predict(args: argparse.Namespace) -> list[str]:
     """Do what ``args`` ask; returns the lines to print."""
+    from metacal.export import export_format
     from metacal.metrics import ece, error_rate
     from metacal.predictor import load
 
@@ -151,9 +156,9 @@ def predict(args: argparse.Namespace) -> list[str]:
     if export is not None:
         model.use_calibrator(name).export(export)
         shape = ", ".join(str(v) for v in model.input_spec.input_shape)
-        kind = "float32 in [0, 1] (or uint8)" if model.input_spec.kind == "image" else "float32"
-        lines.append(f"wrote TorchScript model ({name or 'uncalibrated'}) to {export}: inputs (N, {shape}) {kind} "
-                     f"→ N×{model.num_classes} float64 probabilities")
+        kind = "float32 in [0, 1], channels first" if model.input_spec.kind == "image" else "float32"
+        lines.append(f"wrote {export_format(export)} model ({name or 'uncalibrated'}) to {export}: inputs "
+                     f"(N, {shape}) {kind} → N×{model.num_classes} float64 probabilities")
     return lines
 
 

@@ -4,6 +4,9 @@ the data it was trained on.
     model = metacal.load("runs/<name>")            # temperature scaling fitted on the run's validation split
     probs = model.predict_proba(x)                 # N×K float64; model.predict(x): N int64 labels
 
+``predict_proba`` and ``predict`` answer in the kind of ``x``: a torch tensor gives CPU tensors, anything else
+(a numpy array, a list) numpy arrays — float64 N×K probabilities, int64 labels — so a numpy pipeline stays numpy.
+
 The network is rebuilt from config.yaml and predictor.json (:mod:`metacal.run_predictor`) with the weights of
 ``checkpoints/best`` (:func:`metacal.run_model.build_network`). The calibrator is ``calibration/<name>.pt``;
 one not saved yet (any name of :mod:`metacal.posthoc.registry`) is fitted on ``predictions/val.npz`` and saved
@@ -20,8 +23,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -32,6 +36,15 @@ from metacal.predictions import Predictions, load_predictions
 from metacal.run_calibration import check_calibrator_name, load_calibrator, save_calibrator
 from metacal.run_model import RunError, batched_logits, build_network, check_run_dir, load_run, resolve_device
 from metacal.run_predictor import PredictorInfo, predictor_info, read_predictor, write_predictor
+
+
+#: what predict_proba and predict return: a CPU tensor for tensor inputs, else a numpy array
+Output = Union[torch.Tensor, np.ndarray]
+
+
+def like_input(x: Any, result: torch.Tensor) -> Output:
+    """``result`` (a CPU tensor) as the caller's kind: a tensor when ``x`` is one, else a numpy array."""
+    return result if isinstance(x, torch.Tensor) else result.numpy()
 
 
 class CalibratedModel:
@@ -101,17 +114,19 @@ class CalibratedModel:
         pred = Predictions.from_logits(z, torch.zeros(z.shape[0], dtype=torch.int64))
         return registry.apply_calibrator(str(self.calibrator_name), self.calibrator, pred).double()
 
-    def predict_proba(self, x: Any) -> torch.Tensor:
-        """Calibrated probabilities (N×K float64, CPU) of raw ``x``."""
-        return self.calibrate(self.logits(x))
+    def predict_proba(self, x: Any) -> Output:
+        """Calibrated probabilities (N×K float64) of raw ``x``: a CPU tensor when ``x`` is a tensor, else a numpy
+        array."""
+        return like_input(x, self.calibrate(self.logits(x)))
 
-    def predict(self, x: Any) -> torch.Tensor:
-        """Predicted labels (N int64): the most probable class after calibration."""
-        return self.predict_proba(x).argmax(dim=1)
+    def predict(self, x: Any) -> Output:
+        """Predicted labels (N int64), the most probable class after calibration: a CPU tensor when ``x`` is a
+        tensor, else a numpy array."""
+        return like_input(x, self.calibrate(self.logits(x)).argmax(dim=1))
 
     def export(self, path: str | Path) -> Path:
-        """Write a TorchScript file mapping raw float inputs to calibrated probabilities
-        (:func:`metacal.export.export_model`)."""
+        """Write one file mapping raw float32 inputs to calibrated probabilities: ``.pt2`` (torch.export) or
+        ``.onnx`` (:func:`metacal.export.export_model`)."""
         from metacal.export import export_model
 
         return export_model(self, path)

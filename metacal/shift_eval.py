@@ -240,6 +240,8 @@ def evaluate_run(run_dir: str | Path, shift: str | None = None, severities: Sequ
     if ood is not None and Path(ood).suffix == ".npz":
         read_npz(Path(ood))
     bins = int(num_bins or run.cfg.eval.num_bins)
+    if shift is not None:  # MNIST-1D's first evaluation generates the suite's sets once, with a bar on a terminal
+        shift_suites.prepare(run.bundle, shift, progress=progress)
     with _threads(run.cfg.run.torch_threads):
         perturbed = None
         if shift is not None and "ts_perturbed" in calibrators_:

@@ -30,9 +30,22 @@ ARRAYS = Path("runs/data/fashion_mnist_5000.npz")
 @dataclass(frozen=True)
 class Regime:
     name: str  # the sweep's folder under the study's
+    label: str  # how the page names it
+    kind: str  # which branch of the method guide reads it: clean, noisy, trusted, overlap, balanced, imbalanced
     sets: tuple[str, ...]  # --set overrides
-    x: float  # its place on the page's figure: noise rate, Bayes error or ρ
     trusted: int = 0  # clean held-out samples (data.options.trusted)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One results page: its headline metric (a key of experiments/regimes/numbers.py), the other metrics it
+    tabulates, and the post-hoc calibrators of its reference rows (CE + each)."""
+
+    name: str
+    title: str
+    headline: str
+    metrics: tuple[str, ...]
+    references: tuple[str, ...] = ("ts_nll", "ets")
 
 
 @dataclass(frozen=True)
@@ -57,14 +70,14 @@ def noise_regimes(trusted: int) -> tuple[Regime, ...]:
     """Clean labels; symmetric noise 0.2 and 0.4; pair noise 0.3 — each noisy one also with ``trusted`` clean
     held-out samples."""
     noisy = (("sym20", 0.2, "symmetric"), ("sym40", 0.4, "symmetric"), ("pair30", 0.3, "pair"))
-    out = [Regime("clean", (), 0.0)]
+    out = [Regime("clean", "clean", "clean", ())]
     for name, rate, kind in noisy:
         sets = (f"data.options.noise_rate={rate}", f"data.options.noise_kind={kind}")
-        out.append(Regime(name, sets, rate))
+        out.append(Regime(name, f"{kind} {rate:g}", "noisy", sets))
     for name, rate, kind in noisy:
         sets = (f"data.options.noise_rate={rate}", f"data.options.noise_kind={kind}",
                 f"data.options.trusted={trusted}")
-        out.append(Regime(f"{name}_trusted{trusted}", sets, rate, trusted))
+        out.append(Regime(f"{name}_trusted{trusted}", f"{kind} {rate:g}, {trusted} clean", "trusted", sets, trusted))
     return tuple(out)
 
 
@@ -80,11 +93,30 @@ STUDIES = (
     Study("noisy_arrays", "noisy_labels", "own-data arrays: 5,000 Fashion-MNIST images as 784-d rows",
           "configs/own_data/arrays/base.yaml", noise_regimes(200), (f"data.root={ARRAYS}",)),
     Study("overlap", "overlap", "Gaussian mixture (K = 10, d = 10), MLP", "configs/overlap/base.yaml",
-          tuple(Regime(f"bayes{round(100 * b):02d}", (f"data.options.separation={s}",), b) for b, s in SEPARATIONS)),
+          tuple(Regime(f"bayes{round(100 * b):02d}", f"Bayes error {b:g}", "overlap",
+                       (f"data.options.separation={s}",))
+                for b, s in SEPARATIONS)),
     Study("long_tail", "long_tail", "Fashion-MNIST MLP, long-tailed train / val / meta-val",
           "configs/long_tail/base.yaml",
-          tuple(Regime(f"rho{rho}", (f"data.options.imbalance={rho}",), rho) for rho in (10, 100, 1))),
+          tuple(Regime(f"rho{rho}", f"ρ = {rho}", "imbalanced" if rho > 1 else "balanced",
+                       (f"data.options.imbalance={rho}",)) for rho in (1, 10, 100))),
 )
+
+PAGES = (
+    Page("noisy_labels", "Noisy labels: where one temperature fitted on noisy held-out data is not enough", "ece",
+         ("ece", "error", "ece_noisy", "classwise_ece")),
+    Page("overlap", "Overlapping classes: calibration against the true posterior", "gap",
+         ("gap", "ece", "error", "tv")),
+    Page("long_tail", "A long tail: classwise calibration when the classes are imbalanced", "classwise_ece",
+         ("classwise_ece", "ece", "error"), ("ts_nll", "ets", "vector", "dirichlet")),
+)
+
+
+def page(name: str) -> Page:
+    found = {p.name: p for p in PAGES}
+    if name not in found:
+        raise ValueError(f"unknown page {name!r}; the pages: {', '.join(found)}")
+    return found[name]
 
 
 def study(name: str) -> Study:

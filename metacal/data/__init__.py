@@ -1,5 +1,7 @@
 """Datasets with the seeded train / val / meta-val split of the official training set (Wang & Golebiowski 2024, §4)
-and seeded loaders: ``build(name, root=None, seed=0, **options) -> DataBundle``, ``available()``.
+and seeded loaders: ``build(name, root=None, seed=0, **options) -> DataBundle``, ``available()``;
+``raw_inputs(name, split="test")`` gives a split's inputs in the raw format ``metacal.load(run).predict_proba``
+takes, with their labels (:mod:`metacal.data.raw_split`).
 
 Datasets: cifar10, cifar100, svhn, tiny_imagenet, fashion_mnist, mnist1d, gaussian_mixture; a user's own data
 as ``image_folder`` (a directory of class folders) and ``arrays`` (an .npz file), and from Python
@@ -21,6 +23,8 @@ from .arrays import arrays_bundle
 from .user_data import from_datasets
 from .loaders import InfiniteLoader, make_loader
 from .splits import split_indices
+from .raw_split import raw_inputs
 
 __all__ = ["DATASETS", "DataBundle", "DataFormatError", "DataNotFoundError", "DataSubset", "DownloadError",
-           "InfiniteLoader", "arrays_bundle", "available", "build", "from_datasets", "make_loader", "split_indices"]
+           "InfiniteLoader", "arrays_bundle", "available", "build", "from_datasets", "make_loader", "raw_inputs",
+           "split_indices"]

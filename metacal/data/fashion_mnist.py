@@ -3,9 +3,10 @@
 
 Search order without ``root``: ``$METACAL_DATA/fashion_mnist``, ``$METACAL_DATA/FashionMNIST/raw``,
 ``/usr/share/datasets/fashion-mnist`` (Debian package ``dataset-fashion-mnist``), then
-``~/.cache/metacal/{fashion_mnist, FashionMNIST/raw}``; ``METACAL_NO_SYSTEM_DATASETS=1`` leaves the Debian
-folder out (to see what a machine without the package does). With ``root``: ``root``, ``root/fashion_mnist``
-and torchvision's ``root/FashionMNIST/raw`` only. ``download=True`` uses torchvision.datasets.FashionMNIST.
+``<cache>/{fashion_mnist, FashionMNIST/raw}`` (cache: ``$XDG_CACHE_HOME/metacal``, else ``~/.cache/metacal``);
+``METACAL_NO_SYSTEM_DATASETS=1`` leaves the Debian folder out (to see what a machine without the package does).
+With ``root``: ``root``, ``root/fashion_mnist`` and torchvision's ``root/FashionMNIST/raw`` only.
+``download=True`` uses torchvision.datasets.FashionMNIST.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .download import download_hint, downloading
 from .errors import DataNotFoundError
 from .idx import read_idx
 from .image_datasets import ImageArrayDataset
-from .paths import ENV_VAR, NO_SYSTEM_ENV_VAR, download_root, system_datasets_hidden
+from .paths import ENV_VAR, NO_SYSTEM_ENV_VAR, cache_home, download_root, system_datasets_hidden
 from .registry import DATASETS
 from .splits import DEFAULT_SPLIT
 
@@ -40,7 +41,7 @@ def search_dirs(root=None) -> list[Path]:
     if os.environ.get(ENV_VAR):
         env = Path(os.environ[ENV_VAR]).expanduser()
         dirs += [env / "fashion_mnist", env / "FashionMNIST" / "raw"]
-    cache = Path.home() / ".cache" / "metacal"
+    cache = cache_home()
     system = [] if system_datasets_hidden() else [SYSTEM_DIR]
     return dirs + system + [cache / "fashion_mnist", cache / "FashionMNIST" / "raw"]
 

@@ -5,7 +5,7 @@ make_dataset splits 80/20 into its own train/test, used here as the official tra
 (20,000 → 16,000 train → 12,800 / 1,600 / 1,600, and 4,000 test). Inputs (1, 40) float32, already
 standardised by the generator (mean 0, std 1 over the whole set). Generation takes seconds, so the
 arrays are cached as ``<cache>/mnist1d/<hash of args>.npz`` with cache = ``root``, ``$METACAL_DATA``
-or ``~/.cache/metacal``. make_dataset reseeds numpy's and python's global RNGs; we restore them.
+or ``$XDG_CACHE_HOME/metacal`` (``~/.cache/metacal`` without XDG_CACHE_HOME; :mod:`metacal.data.paths`). make_dataset reseeds numpy's and python's global RNGs; we restore them.
 """
 
 from __future__ import annotations

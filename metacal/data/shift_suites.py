@@ -104,6 +104,15 @@ def held_out_families(bundle: DataBundle, suite: str) -> list[str]:
     return [f for f in entry.families if f not in entry.fit and f not in entry.combined]
 
 
+def prepare(bundle: DataBundle, suite: str, families: list[str] | None = None, progress: bool | None = None) -> None:
+    """Make what ``suite`` reads ready before it is used: MNIST-1D's shifted sets of ``families`` (default all)
+    are generated and cached once, with a progress bar on a terminal (:func:`mnist1d_shift.build_cache`); the
+    corruptions need nothing."""
+    if suite == "mnist1d_natural":
+        mnist1d_shift.build_cache(bundle.info["generator"], families or suite_families(bundle, suite),
+                                  progress=progress)
+
+
 def _split(bundle: DataBundle, split: str) -> Any:
     if split not in SPLITS:
         raise ValueError(unknown_name("split", split, SPLITS))
@@ -164,6 +173,7 @@ def perturbed_split(bundle: DataBundle, suite: str, split: str = "val", seed: in
     generator seeded by ``seed`` (Tomani et al., CVPR 2021: calibrate on a validation set perturbed at mixed levels)."""
     fit = fit_families(bundle, suite)
     data = _split(bundle, split)
+    prepare(bundle, suite, fit)
     n = len(data)
     draw = generator(seed, 0)
     which = torch.randint(len(fit), (n,), generator=draw)
@@ -232,4 +242,5 @@ def ood_inputs(bundle: DataBundle, name: str, seed: int = 0) -> torch.Tensor:
     return OOD_SETS.get(name)(bundle, seed)
 
 __all__ = ["OOD_SETS", "SHIFT_SUITES", "check_suite", "default_suite", "fit_families", "held_out_families",
-           "model_inputs", "ood_inputs", "perturbed_split", "shifted_held_out", "shifted_split", "suite_families"]
+           "model_inputs", "ood_inputs", "perturbed_split", "prepare", "shifted_held_out", "shifted_split",
+           "suite_families"]

@@ -44,7 +44,8 @@ def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Name
                          "each; ts_nll also gives the temperature the claim section reads; ts_perturbed needs "
                          "`python -m metacal.evaluate RUN --shift SUITE` first)")
     ap.add_argument("--discussion", default=None, metavar="MD",
-                    help="Markdown file with the authors' interpretation, appended as the page's Discussion")
+                    help="Markdown file with the authors' interpretation, appended as the page's Discussion (its "
+                         "relative links written from its own folder; they are rebased onto the page's)")
     return ap.parse_args(argv)
 
 

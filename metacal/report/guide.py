@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from metacal.report.guide_spec import GuideSpec
+from metacal.report.regime_guide import regimes_markdown
 from metacal.report.shift_guide import shift_markdown
 
 COMMAND = "python scripts/method_guide.py --readme README.md"
@@ -233,4 +234,5 @@ def guide_markdown(results: str | Path, spec: GuideSpec, link: str | None = None
         if group:
             lines += regime_markdown(regime, group, link, spec)
     lines += shift_markdown(results, link, spec.shift_pages)
+    lines += regimes_markdown(results, link, spec.regime_pages)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from metacal.report.guide import COMMAND, REGIME_TITLE, TS, Page, load_pages, verdict
 from metacal.report.guide_spec import GuideSpec
+from metacal.report.regime_guide import regimes_markdown
 from metacal.report.shift_guide import COMPACT_SHOWN, shift_markdown
 
 # the rows of the README's tables, in order; a method no page of the regime has gets no row
@@ -69,4 +70,5 @@ def compact_markdown(results: str | Path, spec: GuideSpec, link: str | None = No
         lines += [f"**{REGIME_TITLE[regime]}** ({temps})", "", *compact_table(group), "",
                   verdict(regime, group, spec.recommend), ""]
     lines += shift_markdown(results, link, spec.shift_pages, shown=COMPACT_SHOWN)
+    lines += regimes_markdown(results, link, spec.regime_pages, compact=True)
     return "\n".join(lines).rstrip("\n") + "\n"

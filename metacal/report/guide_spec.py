@@ -6,24 +6,26 @@ appears in the guide at the next ``python scripts/method_guide.py --readme READM
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 KEYS = ("pages", "shift_pages", "rows", "recommend")
+OPTIONAL = ("regime_pages",)  # the regime study's pages (noisy labels, overlap, long tail): metacal/report/regime_guide.py
 REGIMES = ("over", "under")
 
 
 @dataclass(frozen=True)
 class GuideSpec:
-    """``pages``/``shift_pages``: CSV stem under the results folder → the name of its column or block, in order;
-    ``rows``: regime ("over", "under") → its table's methods in order ("ce+ts": CE + temperature scaling);
-    ``recommend``: regime → the methods its verdict may name."""
+    """``pages``/``shift_pages``/``regime_pages``: CSV stem under the results folder → the name of its column or
+    block, in order; ``rows``: regime ("over", "under") → its table's methods in order ("ce+ts": CE + temperature
+    scaling); ``recommend``: regime → the methods its verdict may name."""
 
     pages: Mapping[str, str]
     shift_pages: Mapping[str, str]
     rows: Mapping[str, tuple[str, ...]]
     recommend: Mapping[str, tuple[str, ...]]
+    regime_pages: Mapping[str, str] = field(default_factory=dict)
 
 
 def _names(path: Path, key: str, value: Any) -> dict[str, str]:
@@ -50,9 +52,10 @@ def load_guide_spec(path: str | Path) -> GuideSpec:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ValueError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
-    if not isinstance(data, Mapping) or set(data) != set(KEYS):
+    if not isinstance(data, Mapping) or not set(KEYS) <= set(data) <= set(KEYS + OPTIONAL):
         got = ", ".join(map(str, data)) if isinstance(data, Mapping) else type(data).__name__
-        raise ValueError(f"{path}: needs exactly the keys {', '.join(KEYS)}; got {got}")
+        raise ValueError(f"{path}: needs the keys {', '.join(KEYS)} (and may have {', '.join(OPTIONAL)}); got {got}")
     return GuideSpec(pages=_names(path, "pages", data["pages"]), shift_pages=_names(path, "shift_pages",
                      data["shift_pages"]), rows=_per_regime(path, "rows", data["rows"]),
-                     recommend=_per_regime(path, "recommend", data["recommend"]))
+                     recommend=_per_regime(path, "recommend", data["recommend"]),
+                     regime_pages=_names(path, "regime_pages", data.get("regime_pages", {})))

@@ -18,6 +18,7 @@ from metacal.report import figures
 from metacal.report.aggregate import MethodRow, aggregate, column_keys
 from metacal.report.claim import claim_markdown, oracle_per_seed, regime_sentence
 from metacal.report.comparisons import paired_csv, paired_markdown
+from metacal.report.discussion import discussion_section
 from metacal.report.machine import machine_markdown
 from metacal.report.posthoc_columns import check_calibrators, describe
 from metacal.run_layout import Run, check_one_dataset, config_get, find_runs, read_sweep_command
@@ -262,7 +263,7 @@ def build_report(
     lines += claim_markdown(rows, select_by, schedule_phrase(runs), per_seed=False, regime=False)
     lines += paired_markdown(rows, paired_path.name)
     if discussion is not None:
-        lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
+        lines += discussion_section(discussion, out)
     lines += ["## Figures", ""]
     for key, path in made.items():
         rel = os.path.relpath(path, out.parent)

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from metacal.report.aggregate import MethodRow
+from metacal.report.discussion import discussion_section
 from metacal.report.paired import LEVEL, compare, interval_text
 from metacal.run_layout import SWEEP_COMMAND_FILE, find_runs, read_sweep_command
 from metacal.writable import page_problem
@@ -263,7 +264,7 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
     lines += [f"Every cell as fractions: [{csv_path.name}]({csv_path.name}); every paired difference against the "
               f"two references, ECE and error: [{paired_path.name}]({paired_path.name}).", ""]
     if discussion is not None:
-        lines += ["## Discussion", "", Path(discussion).read_text(encoding="utf-8").strip(), ""]
+        lines += discussion_section(discussion, out)
     out.write_text("\n".join(lines), encoding="utf-8")
     return ShiftPage(markdown=out, csv=csv_path, figures={**made, **samples_made}, rows=rows, picks=picks)
 

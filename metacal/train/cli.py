@@ -2,6 +2,10 @@
 
     python -m metacal.train --config configs/quickstart.yaml [--set optim.lr=0.05 ...]
                             [--run-dir DIR] [--resume] [--overwrite]
+    python -m metacal.train --config configs/quickstart.yaml [--set ...] --print-config
+
+``--print-config`` prints the resolved config as YAML (its bases, the file's own keys, ``--set``, then the defaults:
+what config.yaml would hold) and exits 0; nothing is trained, no data is read and nothing is written.
 
 Multi-process: ``torchrun --nproc_per_node 2 scripts/train.py ...`` (CPU: gloo) or ``accelerate launch``.
 
@@ -30,7 +34,7 @@ from metacal.wording import CLI, speaking
 
 from .checkpoint import CheckpointError, find_latest
 from .compat import checkpoint_to_resume, saved_config
-from .config import ConfigError, load_config, to_dict
+from .config import ConfigError, load_config, to_dict, to_yaml
 from .out_of_memory import EXIT_OUT_OF_MEMORY, OutOfDeviceMemory
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted, handle_stop_signals
 from metacal.run_layout import RunPaths
@@ -77,6 +81,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "architecture or saved state may not change)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --run-dir (its content is deleted only once the new run has started)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config as YAML (bases, the file's keys, --set, defaults: what the run's "
+                        "config.yaml would hold) and exit; trains nothing, reads no data, writes nothing (with "
+                        "--resume --run-dir: the config the resume would use)")
     return p.parse_args(argv)
 
 
@@ -149,6 +157,9 @@ def _main(argv: list[str] | None) -> int:
     accelerator = None
     existed = bool(args.run_dir) and Path(args.run_dir).exists()
     try:
+        if args.print_config:
+            print(to_yaml(resolve_config(args)), end="")
+            return EXIT_OK
         with handle_stop_signals():
             finished = args.resume and args.run_dir and finished_note(Path(args.run_dir), lambda: resolve_config(args))
             if finished:  # --resume of a run that already finished: say so, train nothing

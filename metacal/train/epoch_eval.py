@@ -90,8 +90,26 @@ def _plain(values: dict[str, Any]) -> dict[str, Any]:
 
 #: ``eval.select_by``: the validation metric whose lowest value selects the epoch.
 SELECT_BY = ("error", "nll", "ece")
+#: the validation metric that breaks a tie of ``eval.select_by``'s (lower wins): NLL, and error for select_by nll
+TIE_BREAK = {"error": "nll", "nll": "error", "ece": "nll"}
 
 
 def selection_score(values: dict[str, float], select_by: str) -> float:
     """Lower is better: validation error (paper default), NLL or ECE."""
     return float(values[select_by])
+
+
+def selection_key(values: dict[str, float], select_by: str) -> tuple[float, float]:
+    """(``select_by``'s metric, its tie-break :data:`TIE_BREAK`), compared in that order, lower first. On a small
+    validation split the error is a count over few samples and ties across epochs; the tie-break then keeps the
+    epoch with the lower validation NLL instead of the first one."""
+    return selection_score(values, select_by), float(values.get(TIE_BREAK[select_by], float("inf")))
+
+
+def improves(values: dict[str, float], best: dict[str, float] | None, select_by: str) -> bool:
+    """Whether an epoch with validation metrics ``values`` is better than the best so far, whose validation
+    metrics are ``best`` (None or empty before the first): a strictly lower :func:`selection_key`. A NaN
+    score never wins. ``best`` is the checkpointed ``TrainState.best_metrics["val"]``, so a resumed run decides
+    as an uninterrupted one, from checkpoints of any age."""
+    reference = selection_key(best, select_by) if best else (float("inf"), float("inf"))
+    return selection_key(values, select_by) < reference

@@ -5,7 +5,8 @@ meta step of Wang & Golebiowski 2024, Alg. 1 (the real SGD step of the backbone 
 the hypergradient update of the meta-parameters on a meta-validation batch). The lr follows
 ``schedule.name`` (metacal/train/schedules.py): MultiStepLR per epoch, or a per-iteration schedule. After
 each epoch: val and test predictions are gathered, ``loss.update_from_validation`` sees the val logits, the
-best epoch by validation ``eval.select_by`` keeps its predictions, and the state is saved. Data without a
+best epoch by validation ``eval.select_by`` (a tie broken by the lower validation NLL, by error for select_by
+nll: :func:`~metacal.train.epoch_eval.improves`) keeps its predictions, and the state is saved. Data without a
 test set (a user's ``image_folder``/``arrays``) skips every test entry.
 
 Robustness (see :mod:`metacal.train.checkpoint` for the on-disk scheme):
@@ -48,7 +49,7 @@ from .finite_watch import FiniteWatch
 from .out_of_memory import naming_batch_sizes
 from .train_state import EpochProgress, host_values
 from .config import Config
-from .epoch_eval import predict, selection_score, summarize
+from .epoch_eval import improves, predict, selection_score, summarize
 from .outputs import epoch_line, finalize, reliability_figure
 from .regime import with_truth
 from .run_dir import clear_run_dir
@@ -193,7 +194,7 @@ def evaluate_epoch(run: TrainingRun, epoch: int, t0: float, train_m: dict[str, f
     # per epoch without the O(N²) binning-free estimators; finalize adds them for the selected epoch
     val_m = summarize(val, cfg.eval.num_bins, binning_free=False)
     score = selection_score(val_m, cfg.eval.select_by)
-    improved = score < state.best_score
+    improved = improves(val_m, state.best_metrics.get("val"), cfg.eval.select_by)  # a tie goes to the lower NLL
     test, test_m = None, None
     if run.test_loader is not None and (cfg.eval.test_every_epoch or improved):
         test = predict(run.model, run.test_loader, accelerator, gamma_net)

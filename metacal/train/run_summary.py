@@ -13,9 +13,10 @@ from metacal.run_layout import RunPaths
 
 from .checkpoint import STATE_JSON, find_latest
 from .compat import resume_point
+from .epoch_eval import TIE_BREAK
 from .schema import learner_section
 
-SELECT_BY = {"error": "lowest validation error", "nll": "lowest validation NLL", "ece": "lowest validation ECE"}
+NAMES = {"error": "error", "nll": "NLL", "ece": "ECE"}
 
 
 def runtime_record(cfg: Any, num_processes: int, device: Any) -> dict[str, Any]:
@@ -40,12 +41,14 @@ def _pct(values: dict[str, Any] | None, key: str) -> str:
 
 
 def end_of_run_summary(metrics: dict[str, Any], paths: RunPaths, epochs: int) -> str:
-    """Three lines: the selected epoch and why, test error/ECE before and after temperature scaling, where
-    everything is."""
+    """Three lines: the selected epoch and why (the select_by metric and its tie-break), test error/ECE before
+    and after temperature scaling, where everything is."""
     select_by = str(metrics.get("select_by", "error"))
-    why = SELECT_BY.get(select_by, f"lowest validation {select_by}")
+    why = f"lowest validation {NAMES.get(select_by, select_by)} (eval.select_by={select_by}"
+    if select_by in TIE_BREAK:
+        why += f"; on a tie, the lower validation {NAMES[TIE_BREAK[select_by]]}"
     test, ts = metrics.get("test"), metrics.get("test_after_ts")
-    lines = [f"finished: selected epoch {metrics.get('epoch')} of {epochs} — {why} (eval.select_by={select_by}); "
+    lines = [f"finished: selected epoch {metrics.get('epoch')} of {epochs} — {why}); "
              "in the epoch lines ' *' marks each new best, so the selected epoch is the last one marked"]
     if test is None:  # data without a test set: say so, and give the validation numbers instead
         line = (f"no test set; validation at that epoch: error {_pct(metrics.get('val'), 'error')}, "

@@ -29,6 +29,7 @@ def test_missing_root_names_dataset_paths_and_fix(name, hint, tmp_path):
 def test_default_locations_are_listed(tmp_path, monkeypatch):
     monkeypatch.setenv("METACAL_DATA", str(tmp_path / "env"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the cache folder is then ~/.cache/metacal
     with pytest.raises(data.DataNotFoundError) as info:
         data.build("svhn")
     message = str(info.value)
@@ -52,6 +53,7 @@ def hide_system_datasets(monkeypatch, tmp_path) -> Path:
     empty.mkdir()
     monkeypatch.setenv("METACAL_DATA", str(empty))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("METACAL_NO_SYSTEM_DATASETS", "1")
     return empty
 
@@ -88,6 +90,7 @@ def test_tests_needing_fashion_mnist_skip_when_it_is_hidden(tmp_path):
     (tmp_path / "empty").mkdir()
     env = {**os.environ, "METACAL_NO_SYSTEM_DATASETS": "1", "METACAL_DATA": str(tmp_path / "empty"),
            "HOME": str(tmp_path / "home"), "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    env.pop("XDG_CACHE_HOME", None)  # the cache folder: the empty HOME's
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                            "tests/data/test_data_fashion_mnist_real.py"], cwd=repo, env=env, capture_output=True,
                           text=True, timeout=120)

@@ -53,18 +53,35 @@ def test_predict_proba_reproduces_the_test_predictions_after_ts(mnist1d_run):
 def test_image_run_from_uint8_images(cifar_run, cifar10_dir):
     model = metacal.load(cifar_run, device="cpu")
     images = cifar10_dir.test_images  # uint8 (20, 3, 32, 32), the official test batch
-    probs = model.predict_proba(images)
-    assert float((probs - after_ts(cifar_run)).abs().max()) <= 1e-6
+    probs = model.predict_proba(images)  # numpy in, numpy out
+    assert isinstance(probs, np.ndarray) and probs.dtype == np.float64 and probs.shape == (20, 10)
+    assert np.abs(probs - after_ts(cifar_run).numpy()).max() <= 1e-6
     channels_last = model.predict_proba(np.ascontiguousarray(images.transpose(0, 2, 3, 1)))
-    assert torch.equal(channels_last, probs)
+    assert np.array_equal(channels_last, probs)
     unit = model.predict_proba(torch.from_numpy(images).float() / 255)
-    assert float((unit - probs).abs().max()) <= 1e-6
+    assert np.abs(unit.numpy() - probs).max() <= 1e-6
     assert model.classes == cifar10_dir.classes
     with pytest.raises(ValueError, match=r"^images must have shape \(N, 3, 32, 32\) or \(N, 32, 32, 3\) for this "
                                          r"model; got \(20, 1, 32, 32\)$"):
         model.predict_proba(images[:, :1])
     with pytest.raises(ValueError, match=r"float images must be in \[0, 1\]"):
         model.predict_proba(images.astype(np.float32))
+
+
+def test_outputs_follow_the_kind_of_input(mnist1d_run):
+    """Tensors in: CPU tensors out; numpy arrays or lists in: numpy arrays out (float64 N×K, int64 N)."""
+    x, _ = mnist1d_test_inputs(mnist1d_run)
+    model = metacal.load(mnist1d_run, device="cpu")
+    probs, labels = model.predict_proba(x), model.predict(x)
+    assert isinstance(probs, torch.Tensor) and probs.dtype == torch.float64 and probs.shape == (400, 10)
+    assert isinstance(labels, torch.Tensor) and labels.dtype == torch.int64 and labels.shape == (400,)
+    for raw in (x.numpy(), x[:5].tolist()):
+        as_numpy, predicted = model.predict_proba(raw), model.predict(raw)
+        n = len(raw)
+        assert type(as_numpy) is np.ndarray and as_numpy.dtype == np.float64 and as_numpy.shape == (n, 10)
+        assert type(predicted) is np.ndarray and predicted.dtype == np.int64 and predicted.shape == (n,)
+        assert np.array_equal(as_numpy, probs[:n].numpy()) and np.array_equal(predicted, labels[:n].numpy())
+        assert np.array_equal(predicted, as_numpy.argmax(axis=1))
 
 
 def test_uncalibrated_and_wrong_inputs(mnist1d_run):

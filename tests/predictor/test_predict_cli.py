@@ -1,5 +1,6 @@
 """python -m metacal.predict: the probabilities it writes are metacal.load(...).predict_proba's, bit for bit; the
-export it writes is the TorchScript file; every bad input is one line, exit code 2, and writes nothing."""
+export it writes is the .pt2 program or the ONNX model; every bad input is one line, exit code 2, and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -62,15 +63,30 @@ def test_cli_other_calibrators_and_none(mnist1d_run, inputs, tmp_path, capsys):
 
 
 def test_cli_export_matches_predict_proba(mnist1d_run, tmp_path, capsys):
-    path = tmp_path / "model.pt"
-    code, printed, err = run_cli([mnist1d_run, "--export", path, "--calibrator", "ts_nll"], capsys)
-    assert code == 0, err
-    assert printed.strip() == (f"wrote TorchScript model (ts_nll) to {path}: inputs (N, 1, 40) float32 → N×10 "
-                               "float64 probabilities")
+    import onnxruntime
+
     x, _ = mnist1d_test_inputs(mnist1d_run)
-    with pytest.warns(FutureWarning):  # torch.jit.load's deprecation note
-        exported = torch.jit.load(str(path))
-    assert float((exported(x) - metacal.load(mnist1d_run, device="cpu").predict_proba(x)).abs().max()) <= 1e-6
+    expected = metacal.load(mnist1d_run, device="cpu").predict_proba(x.numpy())
+    onnx_path, pt2_path = tmp_path / "model.onnx", tmp_path / "model.pt2"
+    for path, kind in ((onnx_path, "ONNX"), (pt2_path, "torch.export")):
+        code, printed, err = run_cli([mnist1d_run, "--export", path, "--calibrator", "ts_nll"], capsys)
+        assert code == 0 and err == "", err
+        assert printed.strip() == (f"wrote {kind} model (ts_nll) to {path}: inputs (N, 1, 40) float32 → N×10 "
+                                   "float64 probabilities")
+    session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    assert np.abs(session.run(None, {"x": x.numpy()})[0] - expected).max() <= 1e-5
+    assert np.abs(torch.export.load(str(pt2_path)).module()(x).numpy() - expected).max() <= 1e-12
+
+
+def test_cli_onnx_without_its_packages_names_the_extra(mnist1d_run, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnx" else found(name, *a))
+    code, printed, err = run_cli([mnist1d_run, "--export", tmp_path / "model.onnx"], capsys)
+    assert code == 2 and printed == "" and not (tmp_path / "model.onnx").exists()
+    assert err == ("python -m metacal.predict: error: exporting to ONNX needs the packages onnx and onnxscript "
+                   "(not installed: onnx): pip install 'metacal[export]'\n")
 
 
 def test_bad_requests_are_one_line_and_write_nothing(mnist1d_run, inputs, tmp_path, capsys):
@@ -105,8 +121,9 @@ def test_bad_requests_are_one_line_and_write_nothing(mnist1d_run, inputs, tmp_pa
         "out is a folder": ([run, inputs / "x.npz", "--out", tmp_path / "ro"], "is a directory; name a file"),
         "out folder missing": ([run, inputs / "x.npz", "--out", tmp_path / "no" / "p.npz"], "does not exist"),
         "no out": ([run, inputs / "x.npz"], "go together"),
-        "not exportable": ([run, "--export", tmp_path / "m.pt", "--calibrator", "isotonic"],
-                           "cannot be exported to TorchScript"),
+        "not exportable": ([run, "--export", tmp_path / "m.pt2", "--calibrator", "isotonic"],
+                           "calibrator isotonic cannot be exported"),
+        "TorchScript file": ([run, "--export", tmp_path / "m.pt"], r"name a \.pt2 file \(torch\.export\) or an \.onnx"),
     }
     if os.geteuid() != 0:  # root writes anywhere
         cases["unwritable out"] = ([run, inputs / "x.npz", "--out", tmp_path / "ro" / "p.npz"], "cannot be written")
@@ -118,5 +135,6 @@ def test_bad_requests_are_one_line_and_write_nothing(mnist1d_run, inputs, tmp_pa
         assert printed == "" and len(err.strip().splitlines()) == 1, name
         assert err.startswith("python -m metacal.predict: error: "), name
         assert re.search(message, err), (name, err)
-    assert not out.exists() and not (tmp_path / "m.pt").exists() and not any((tmp_path / "ro").iterdir())
+    assert not out.exists() and not (tmp_path / "m.pt").exists() and not (tmp_path / "m.pt2").exists()
+    assert not any((tmp_path / "ro").iterdir())
     assert sorted(p.name for p in (run / "calibration").iterdir()) == before  # nothing fitted, nothing saved

@@ -49,65 +49,103 @@ def _cells(path: Path) -> dict[tuple[str, str, str, str], float]:
             for r in csv.DictReader(path.open(encoding="utf-8")) if r["severity"]}
 
 
+def _paired(stem: str) -> dict:
+    return {(r["method"], r["reference"], r["severity"], r["metric"]): r
+            for r in csv.DictReader((RESULTS / f"{stem}_paired.csv").open(encoding="utf-8"))}
+
+
 def test_readme_shift_block_numbers_are_the_csv_numbers():
-    """Every number of the README's shift block, parsed back: the cells from <stem>.csv, the Δ from
-    <stem>_paired.csv (bold exactly when resolved), and the recommended row is the lowest ECE at severity 3."""
+    """Every number of the README's shift block, parsed back: the mean over severities 0–5 and the worst severity
+    from <stem>.csv, the Δ of that mean against CE + TS from <stem>_paired.csv (its interval: the mean of the
+    per-severity half-widths; bold exactly when it excludes 0), and the recommendation follows the rule."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = _block(readme)
+    assert "averaged over severities 0–5" in block
     for stem, name in load_guide_spec(ROOT / "docs" / "method_guide.yaml").shift_pages.items():
         part = block.split(f"**[{name}](docs/results/{stem}.md)**")[1].split("\n\n**")[0]
         cells = _cells(RESULTS / f"{stem}.csv")
-        paired = {(r["method"], r["reference"], r["severity"], r["metric"]): r
-                  for r in csv.DictReader((RESULTS / f"{stem}_paired.csv").open(encoding="utf-8"))}
+        paired = _paired(stem)
         labels = {r["label"]: r["method"] for r in csv.DictReader((RESULTS / f"{stem}.csv").open(encoding="utf-8"))}
         table = [[c.strip() for c in line.strip("|").split("|")] for line in part.splitlines() if line.startswith("| ")]
-        assert table[0][0] == "method" and len(table) >= 3  # the header, the recommended row, the references
-        best = min((m for m in set(labels.values()) if (m, "held_out", "3", "ece") in cells),
-                   key=lambda m: cells[(m, "held_out", "3", "ece")])
-        assert table[1][0] == next(label for label, m in labels.items() if m == best)
-        for label, sev3, d_ts, d_pts, clean, error in table[1:]:
+        assert table[0][0] == "method" and len(table) >= 3
+        means = {}
+        for label, mean, delta, worst, sev3, clean, error in table[1:]:
             m = labels[label]
-            assert sev3 == f"{100 * cells[(m, 'held_out', '3', 'ece')]:.2f}"
-            assert clean == f"{100 * cells[(m, 'held_out', '0', 'ece')]:.2f}"
+            eces = [cells[(m, "held_out", str(s), "ece")] for s in range(6)]
+            means[m] = sum(eces) / 6
+            assert mean == f"{100 * means[m]:.2f}"
+            assert worst == f"{max(range(6), key=lambda s: (eces[s], s))}: {100 * max(eces):.2f}"
+            assert sev3 == f"{100 * eces[3]:.2f}" and clean == f"{100 * eces[0]:.2f}"
             assert error == f"{100 * cells[(m, 'held_out', '0', 'error')]:.2f}"
-            for ref, text in (("ce+ts", d_ts), ("ce+ts_perturbed", d_pts)):
-                if m == ref:
-                    assert text == "–"
-                    continue
-                r = paired[(m, ref, "3", "ece")]
-                numbers = [float(x) for x in re.findall(r"[+-]\d+\.\d+", text)]
-                assert numbers == pytest.approx([100 * float(r[k]) for k in ("mean", "low", "high")], abs=0.006)
-                assert text.startswith("**") == (r["resolved"] == "1")
+            if m == "ce+ts":
+                assert delta == "–"
+                continue
+            rows = [paired[(m, "ce+ts", str(s), "ece")] for s in range(6)]
+            d = sum(float(r["mean"]) for r in rows) / 6
+            half = sum((float(r["high"]) - float(r["low"])) / 2 for r in rows) / 6
+            numbers = [float(x) for x in re.findall(r"[+-]\d+\.\d+", delta)]
+            assert numbers == pytest.approx([100 * d, 100 * (d - half), 100 * (d + half)], abs=0.006)
+            assert delta.startswith("**") == (abs(d) > half)
+            # the conservative interval is never narrower than any one severity's would allow for the mean
+            assert half >= min((float(r["high"]) - float(r["low"])) / 2 for r in rows) - 1e-12
+        first = labels[table[1][0]]
+        lowest = min(means, key=means.get)
+        if first != "ce+ts":  # recommended only when resolved better than CE + TS on the mean
+            assert table[1][2].startswith("**-") and first == lowest
+        assert "use CE + TS" in part or first != "ce+ts"
 
 
-def numbers(best_ece: float, vs_pts: tuple[float, float, float, bool] | None,
-            best: str = "dual_focal") -> ShiftPageNumbers:
+def numbers(best: str = "dual_focal", best_ece: float = 0.05, diffs: tuple[float, float] = (-0.02, 0.01)
+            ) -> ShiftPageNumbers:
+    """CE + TS at ECE 0.10 on every severity, ``best`` at ``best_ece``; its paired difference against CE + TS on
+    every severity: mean diffs[0], half-width diffs[1] (n = 5)."""
     labels = {"ce+ts": "CE + TS", "ce+ts_perturbed": "CE + perturbation TS", best: "Best"}
-    means = {("ce+ts", "held_out", 3, "ece"): 0.10, ("ce+ts_perturbed", "held_out", 3, "ece"): 0.07,
-             (best, "held_out", 3, "ece"): best_ece}
-    means.update({(m, "held_out", 0, k): 0.05 for m in labels for k in ("ece", "error")})
-    paired = {} if vs_pts is None else {(best, "ce+ts_perturbed", 3, "ece"): (5, *vs_pts)}
-    paired[(best, "ce+ts", 0, "ece")] = (5, 0.02, 0.01, 0.03, True)
+    means = {(m, "held_out", s, "ece"): v for m, v in (("ce+ts", 0.10), ("ce+ts_perturbed", 0.12), (best, best_ece))
+             for s in range(6)}
+    means.update({(m, "held_out", 0, "error"): 0.05 for m in labels})
+    d, h = diffs
+    paired = {(best, "ce+ts", s, "ece"): (5, d, d - h, d + h, abs(d) > h) for s in range(6)}
     paired[(best, "ce+ts", 0, "error")] = (5, 0.001, -0.01, 0.012, False)
     return ShiftPageNumbers("page", "Page", means, labels, paired)
 
 
-def test_the_verdict_names_the_lowest_and_says_whether_it_beats_both_references():
-    both = numbers(0.05, (-0.02, -0.03, -0.01, True))
-    both.paired[("dual_focal", "ce+ts", 3, "ece")] = (5, -0.05, -0.06, -0.04, True)
-    assert recommended(both) == "dual_focal"
-    text = page_block(both, "docs/results")[0]
-    assert "use Best: lower ECE at severity 3 than CE + TS and CE + perturbation TS (resolved)" in text
-    assert "differs from CE + TS by +2.00 points of ECE (resolved) and +0.10 points of error." in text
-    one = numbers(0.06, (-0.01, -0.03, 0.01, False))  # no pair with CE + TS at severity 3, unresolved vs pTS
-    assert "Best has the lowest mean ECE at severity 3, but not resolved against CE + TS or CE + perturbation " \
-           "TS, which need no retraining" in page_block(one, "docs/results")[0]
-    post_hoc = numbers(0.09, None)
-    assert recommended(post_hoc) == "ce+ts_perturbed"
-    post_hoc.paired[("ce+ts_perturbed", "ce+ts", 3, "ece")] = (5, -0.03, -0.04, -0.02, True)
-    assert "use CE + perturbation TS, fitted on the CE run after training: the lowest mean ECE at severity 3." \
-        in page_block(post_hoc, "docs/results")[0]
-    assert math.isnan(post_hoc.mean("none", "ece", 3))
+def test_the_rule_recommends_another_row_only_when_resolved_better_on_the_mean():
+    resolved = numbers(diffs=(-0.02, 0.01))
+    assert recommended(resolved) == "dual_focal"
+    text = page_block(resolved, "docs/results")[0]
+    assert "use Best: resolved lower mean ECE over severities 0–5 than CE + TS." in text
+    unresolved = numbers(diffs=(-0.02, 0.03))
+    assert recommended(unresolved) == "ce+ts"
+    assert "use CE + TS, as without shift: Best has a lower mean ECE over severities 0–5, but not resolved " \
+           "against it" in page_block(unresolved, "docs/results")[0]
+    worse = numbers(best_ece=0.2, diffs=(0.1, 0.01))
+    assert recommended(worse) == "ce+ts"
+    assert "use CE + TS, as without shift: it has the lowest mean ECE" in page_block(worse, "docs/results")[0]
+
+
+def test_the_mean_difference_interval_is_the_mean_of_the_half_widths():
+    page = numbers(diffs=(-0.02, 0.01))
+    page.paired[("dual_focal", "ce+ts", 5, "ece")] = (5, -0.08, -0.15, -0.01, True)  # one wider severity
+    d, half, resolved = shift_guide.mean_difference(page, "dual_focal")
+    assert d == pytest.approx((5 * -0.02 - 0.08) / 6) and half == pytest.approx((5 * 0.01 + 0.07) / 6)
+    assert resolved == (abs(d) > half)
+    assert shift_guide.mean_difference(page, "ce+ts") is None
+    del page.paired[("dual_focal", "ce+ts", 2, "ece")]
+    assert shift_guide.mean_difference(page, "dual_focal") is None  # a severity without a pair
+
+
+def test_the_conservative_interval_covers_the_exact_one():
+    """On random per-seed differences, the mean of the per-severity t-interval half-widths is never narrower than
+    the exact t-interval of the per-seed means over severities (sd of a mean ≤ mean of the sds)."""
+    import numpy as np
+
+    gen = np.random.default_rng(0)
+    t = stats.t.ppf(0.975, 4)
+    for _ in range(200):
+        d = gen.normal(0, 1, (5, 6)) * gen.uniform(0.1, 2, 6) + gen.normal(0, 1, (5, 1))
+        exact = t * d.mean(axis=1).std(ddof=1) / math.sqrt(5)
+        bound = (t * d.std(axis=0, ddof=1) / math.sqrt(5)).mean()
+        assert bound >= exact - 1e-12
 
 
 def test_a_missing_paired_csv_names_the_fix(tmp_path):

@@ -27,7 +27,8 @@ def test_summary_runtime_and_resume_of_a_finished_run(write_config, run_cli, tmp
     assert len(epoch_lines) == 2 and lines[epoch_lines[-1] + 1].startswith("finished: ")
     summary = "\n".join(lines[epoch_lines[-1] + 1:])
     test, ts = metrics["test"], metrics["test_after_ts"]
-    assert f"selected epoch {metrics['epoch']} of 2 — lowest validation NLL (eval.select_by=nll)" in summary
+    assert (f"selected epoch {metrics['epoch']} of 2 — lowest validation NLL (eval.select_by=nll; on a tie, the "
+            "lower validation error)") in summary
     assert "' *' marks each new best" in summary
     assert (f"test at that epoch: error {100 * test['error']:.2f}%, ECE {100 * test['ece']:.2f}%; after temperature "
             f"scaling (T = {ts['temperature']:.3f}, fitted by NLL on validation): error {100 * ts['error']:.2f}%, "

@@ -40,10 +40,11 @@ def check_run_dir(run_dir, n_test: int = 120, num_classes: int = 4) -> dict:
     for key in ("error", "nll", "ece"):
         assert metrics["test"][key] == pytest.approx(float(again[key]), abs=1e-6)
     assert metrics["test"]["n"] == n_test
-    # selection: the chosen epoch has the lowest validation error of the history (first one on ties)
+    # selection: the chosen epoch has the lowest validation error of the history, a tie broken by the lower
+    # validation NLL (the first of a full tie)
     history = json.loads((run_dir / "history.json").read_text())
-    errors = [h["val"]["error"] for h in history]
-    assert metrics["epoch"] == 1 + int(np.argmin(errors))
+    keys = [(h["val"]["error"], h["val"]["nll"]) for h in history]
+    assert metrics["epoch"] == 1 + keys.index(min(keys))
     # per epoch: every metric but the O(N²) binning-free ones, which metrics.json has for the selected epoch
     from metacal.metrics import BINNING_FREE_KEYS
 

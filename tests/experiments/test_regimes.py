@@ -1,0 +1,161 @@
+"""The regime study's page (experiments/regimes): per-run numbers from hand-made predictions, the grid pick, the best
+reference, paired differences against scipy, the generated answer, the CSV the method guide reads, and the guide's
+branches (metacal/report/regime_guide.py) from that CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from experiments.regimes.numbers import collect, scores
+from experiments.regimes.page import page_csv, page_lines
+from experiments.regimes.rows import GRID, Variant, best_reference, compare, grid_choice, values
+from experiments.regimes.study import Page, Regime, Study
+from metacal import metrics
+from metacal.method import Method
+from metacal.predictions import Predictions
+from metacal.report.regime_guide import cells, regimes_markdown, verdict
+
+K, N = 4, 400
+SEEDS = (0, 1, 2, 3)
+# (stem, method record, sharpness of its test logits per seed: > 1 over-confident, < 1 under-confident)
+STEMS = {"ce": (Method("ce", "ce"), 3.0), "focal": (Method("focal", "focal", {"gamma": 1.0}), 1.6),
+         "focal2": (Method("focal2", "focal", {"gamma": 2.0}), 1.2), "mixup": (Method("mixup", "mixup"), 1.05)}
+VAL_ECE = {"ce": [0.09, 0.08, 0.10, 0.07], "focal": [0.03, 0.05, 0.02, 0.06], "focal2": [0.04, 0.02, 0.05, 0.01],
+           "mixup": [0.02] * 4}
+
+
+def predictions(seed: int, sharp: float, split: str, noisy: bool) -> Predictions:
+    """Labels y ~ softmax(z) of true logits z; the model reports sharp·z (+ a seed's jitter)."""
+    gen = torch.Generator().manual_seed(seed * 10 + (split == "test"))
+    z = torch.randn(N, K, generator=gen, dtype=torch.float64) * 1.5
+    labels = torch.multinomial(torch.softmax(z, 1), 1, generator=gen).squeeze(1)
+    logits = (sharp + 0.05 * seed) * z
+    extra = {}
+    if noisy:
+        flip = torch.rand(N, generator=gen) < 0.3
+        extra["noisy_labels"] = torch.where(flip, (labels + 1) % K, labels)
+    return replace(Predictions.from_logits(logits.float(), labels), **extra)
+
+
+def make_study(root: Path, noisy: bool = True) -> Study:
+    regime = Regime("pair30", "pair 0.3", "noisy", ("data.options.noise_rate=0.3",))
+    study = Study("toy", "toy_page", "Toy data", "configs/x/base.yaml", (regime,))
+    folder = root / "runs/regimes/toy/pair30"
+    for stem, (method, sharp) in STEMS.items():
+        for seed in SEEDS:
+            run = folder / stem / f"seed{seed}"
+            (run / "predictions").mkdir(parents=True)
+            predictions(seed, sharp, "val", noisy).save(run / "predictions/val.npz")
+            predictions(seed, sharp, "test", noisy).save(run / "predictions/test.npz")
+            record = {"label_noise": {"realised": {"train": 0.3, "val": 0.31}}, "sizes": {"train": 100}}
+            m = {"finished": True, "epoch": 3 + seed, "val": {"ece": VAL_ECE[stem][seed]}, "test": {"ece": 0.1},
+                 "method": method.record(), "data": record}
+            (run / "metrics.json").write_text(json.dumps(m))
+    (folder / "sweep_command.txt").write_text("python scripts/sweep.py --out runs/regimes/toy/pair30\n")
+    return study
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    study = make_study(tmp_path)
+    return study, collect(study, ("ts_nll", "ets"))
+
+
+def test_scores_are_the_metrics_of_the_predictions():
+    pred = predictions(0, 2.0, "test", noisy=True)
+    out = scores(pred.probs, pred)
+    assert out["ece"] == pytest.approx(float(metrics.ece(pred.probs, pred.labels, 15)))
+    assert out["ece_noisy"] == pytest.approx(float(metrics.ece(pred.probs, pred.noisy_labels, 15)))
+    assert out["error_noisy"] == pytest.approx(float((pred.probs.argmax(1) != pred.noisy_labels).double().mean()))
+    assert "gap" not in out
+
+
+def test_run_numbers_fit_ts_on_the_runs_own_validation(toy):
+    study, found = toy
+    run = found["pair30"]["ce"][0]
+    val = Predictions.from_logits(*(torch.from_numpy(np.load(f"runs/regimes/toy/pair30/ce/seed0/predictions/val.npz")[k])
+                                    for k in ("logits", "labels")))
+    from metacal.posthoc import TemperatureScaling
+
+    t = TemperatureScaling("nll").fit(val.logits.double(), val.labels).temperature
+    assert run.temperature == pytest.approx(float(t), rel=1e-6) and run.temperature > 1.5  # sharpened 3×
+    assert run.variants["ts_nll"]["ece"] < run.variants["raw"]["ece"]
+    assert run.fixed_gamma == 0.0 and found["pair30"]["mixup"][0].fixed_gamma is None
+
+
+def test_grid_pick_is_the_lowest_validation_ece_per_seed(toy):
+    _, found = toy
+    stems = found["pair30"]
+    assert grid_choice(stems) == {0: "focal", 1: "focal2", 2: "focal", 3: "focal2"}
+    grid = values(stems, Variant(GRID), "ece")
+    assert grid == {s: stems[c].get(s).variants["raw"]["ece"] for s, c in grid_choice(stems).items()}
+
+
+def test_paired_difference_is_scipys(toy):
+    _, found = toy
+    stems = found["pair30"]
+    ref = best_reference(stems, ("ts_nll", "ets"), "ece")
+    means = {c: np.mean([stems["ce"][s].variants[c]["ece"] for s in SEEDS]) for c in ("ts_nll", "ets")}
+    assert ref == Variant("ce", min(means, key=means.get))
+    d = compare(stems, Variant("mixup"), ref, "ece")
+    a = [stems["mixup"][s].variants["raw"]["ece"] for s in SEEDS]
+    b = [stems["ce"][s].variants[ref.calibrator]["ece"] for s in SEEDS]
+    ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert d.mean == pytest.approx(np.mean(np.subtract(a, b))) and d.interval == pytest.approx((ci.low, ci.high))
+
+
+def test_page_answer_and_csv_agree_with_the_numbers(toy, tmp_path):
+    study, found = toy
+    spec = Page("toy_page", "Toy", "ece", ("ece", "error", "ece_noisy"))
+    lines = page_lines(spec, [study], {"toy": found}, tmp_path / "toy_page.md")
+    text = "\n".join(lines)
+    assert "python scripts/sweep.py --out runs/regimes/toy/pair30" in text
+    stems = found["pair30"]
+    ref = best_reference(stems, spec.references, "ece")
+    answer = next(line for line in lines if line.startswith("- pair 0.3"))
+    better = [v for v in (Variant("mixup"), Variant("mixup", "ts_nll"), Variant(GRID), Variant(GRID, "ts_nll"),
+                          Variant("focal"), Variant("focal2"))
+              if v.stem in ("mixup", GRID) and (d := compare(stems, v, ref, "ece")).n > 1 and d.resolved and d.mean < 0]
+    assert ("**yes**" in answer) == bool(better)
+    rows = list(csv.DictReader(page_csv(spec, [study], {"toy": found}).splitlines()))
+    line = next(r for r in rows if r["row"] == "mixup" and r["metric"] == "ece")
+    d = compare(stems, Variant("mixup"), Variant("ce", "ets"), "ece")
+    assert float(line["vs_ce+ets_mean"]) == pytest.approx(d.mean) and line["kind"] == "noisy"
+    assert float(line["vs_ce+ets_low"]) == pytest.approx(d.interval[0])
+    # the guide's branch reads the same CSV
+    path = tmp_path / "toy_page.csv"
+    path.write_text(page_csv(spec, [study], {"toy": found}))
+    (cell,) = cells(list(csv.DictReader(path.open())), "noisy", "ece")
+    others = [v for v in (Variant(GRID), Variant(GRID, "ts_nll"), Variant("mixup"), Variant("mixup", "ts_nll"))]
+    best = min(others, key=lambda v: np.mean(list(values(stems, v, "ece").values())))
+    assert cell.row == best.label and cell.reference == ref.label
+    assert cell.delta[0] == pytest.approx(compare(stems, best, ref, "ece").mean)
+
+
+def test_guide_verdict_names_a_row_only_when_it_wins_everywhere():
+    from metacal.report.regime_guide import Cell
+
+    win = Cell("A", "r1", "CE + TS", 0.05, "Mixup", 0.03, (-0.02, -0.03, -0.01), True, 5)
+    lose = Cell("A", "r2", "CE + ETS", 0.04, "Mixup", 0.05, (0.01, -0.01, 0.03), False, 5)
+    assert verdict([win, win]).startswith("Use Mixup: it beats the best post-hoc column by a resolved margin in "
+                                          "every regime")
+    text = verdict([win, lose])
+    assert text.startswith("Use CE + TS or CE + ETS") and "in 1 of 2 regimes (Mixup in A, r1), not in all" in text
+    assert "no training-time row beats" in verdict([lose])
+    hurt = Cell("A", "r3", "CE + TS", 0.30, "Mixup", 0.2, (-0.1, -0.2, 0.01), False, 5, (-0.2, -0.3, -0.1), True)
+    assert verdict([hurt, hurt]).startswith("Keep CE as trained, with no post-hoc map")
+    assert not verdict([hurt, lose]).startswith("Keep CE")
+
+
+def test_guide_branch_without_the_page_names_the_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="regime_study.py report noisy_labels"):
+        regimes_markdown(tmp_path, "docs/results", {"noisy_labels": "Noisy labels"})
