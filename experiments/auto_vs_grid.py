@@ -26,7 +26,7 @@ from typing import Iterable
 from metacal.metrics import overconfidence
 from metacal.report.discussion import discussion_text
 from metacal.report.labels import method_label
-from metacal.run_layout import Run, RunPaths, read_json, read_run, read_sweep_command
+from metacal.run.layout import Run, RunPaths, read_json, read_run, read_sweep_command
 from metacal.report.paired import interval_text, paired_diff, resolved_text
 from metacal.writable import page_problem
 

@@ -123,7 +123,7 @@ def regime(t: float) -> str:
 
 
 def page(results: dict[str, dict[str, Any]], sizes: Sizes, command: str, minutes: float, quick: bool) -> str:
-    from metacal.report.machine import machine_markdown
+    from metacal.machine import machine_markdown
 
     pre, ce, fl = results["pretrain"], results["ce_finetuned"], results["flgamma_sece_finetuned"]
     t_ce = ce["metrics"]["test_after_ts"]["temperature"]

@@ -57,6 +57,21 @@ class UnknownNameError(KeyError):
         return str(self.args[0])
 
 
+def keyed(key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` built from the settings under config key ``key``: a TypeError or ValueError it raises
+    (an option it does not take, a bad value) becomes one ValueError line ``<key>: <reason>`` (the reason alone when
+    ``key`` is empty: a message that names its keys itself); an unknown name and a missing file pass unchanged."""
+    try:
+        return fn(*args, **kwargs)
+    except UnknownNameError:
+        raise
+    except (TypeError, ValueError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        reason = " ".join(str(err).split())
+        raise ValueError(f"{key}: {reason}" if key else reason) from None
+
+
 class Registry(Generic[T]):
     """A named collection of constructors; every name and every option is checked here, once.
 
@@ -119,6 +134,10 @@ class Registry(Generic[T]):
 
     def available(self) -> list[str]:
         return sorted(self._entries)
+
+    def entries(self) -> list[tuple[str, Callable[..., T]]]:
+        """(name, entry) of every registered name, in the order they were registered."""
+        return list(self._entries.items())
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries

@@ -1,4 +1,4 @@
-"""docs/own_data.md and README.md's "Your own data and model": every code block runs as written, shortened.
+"""docs/own_data.md and README.md's "Your own data": every code block runs as written, shortened.
 
 The Python blocks run in order in one namespace (in this process), with ``metacal.fit`` given extra overrides
 that cut each run to one step of one epoch; each ``python -m metacal.train`` line of the bash blocks runs
@@ -32,7 +32,7 @@ def section_blocks() -> list[tuple[str, str]]:
     """The code blocks of docs/own_data.md (the whole page), then those of the README's section."""
     page = (REPO / "docs" / "own_data.md").read_text()
     text = (REPO / "README.md").read_text()
-    start = text.index("\n## Your own data and model\n")
+    start = text.index("\n## Your own data\n")
     end = text.index("\n## ", start + 1)
     return [*re.findall(r"```(python|bash)\n(.*?)```", page, flags=re.S),
             *re.findall(r"```(python|bash)\n(.*?)```", text[start:end], flags=re.S)]

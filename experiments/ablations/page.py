@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from matplotlib.figure import Figure
 
-from metacal.report.machine import machine_markdown
+from metacal.machine import machine_markdown
 from metacal.report.tables import format_cell
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from metacal.registry import Registry
-from metacal.train.schema import learner_section
+from metacal.meta import learner_section
 
 from .page import Column, PageResult, Section, Table
 from .runner import Setting, TrainedRun, Variant, gaussian_mixture_setting, train_variant

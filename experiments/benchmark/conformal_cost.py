@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from metacal.conformal import ConformalPredictor
-from metacal.report.machine import cpu_model
+from metacal.machine import cpu_model
 
 from .epoch_report import output_problem, write
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from metacal.report.machine import cpu_model
+from metacal.machine import cpu_model
 
 from .epoch import time_epoch, time_loader
 

@@ -55,7 +55,8 @@ from experiments.benchmark.meta_step_report import render_table, write_doc
 
 from metacal import models, objectives
 from metacal.registry import UnknownNameError
-from metacal.train.process_settings import preload_forward_ad, retain_freed_memory
+from metacal.meta.hypergrad_jvp import preload_forward_ad
+from metacal.train.process_settings import retain_freed_memory
 
 #: the memory child runs through the launcher, which puts the checkout's root on sys.path
 LAUNCHER = Path(__file__).resolve().parents[2] / "scripts" / "bench_meta_step.py"

@@ -13,7 +13,7 @@ import torch
 from experiments.benchmark.epoch_report import BEGIN, END
 from experiments.benchmark.flops import BEGIN as FLOPS_BEGIN, END as FLOPS_END
 from experiments.benchmark.meta_step import step_label
-from metacal.report.machine import cpu_model
+from metacal.machine import cpu_model
 
 TARGETS = "jvp ≤ 3.0× focal, head ≤ 1.4× focal, jvp ≥ 2× faster than higher, jvp peak memory < higher"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from metacal.report.machine import cpu_model
+from metacal.machine import cpu_model
 
 from .epoch import build_run
 from .epoch_report import output_problem, write

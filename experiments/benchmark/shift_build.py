@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from metacal.report.machine import cpu_model
+from metacal.machine import cpu_model
 
 
 def measure(num_samples: int, seed: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import torch
 from metacal import metrics
 from metacal.posthoc import registry
 from metacal.predictions import Predictions
-from metacal.run_layout import Run, read_run
+from metacal.run.layout import Run, read_run
 
 from .study import Study
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from metacal.report.machine import machine_markdown
-from metacal.run_layout import read_sweep_command
+from metacal.machine import machine_markdown
+from metacal.run.layout import read_sweep_command
 from metacal.writable import page_problem
 
 from .numbers import StudyNumbers, collect, count_runs

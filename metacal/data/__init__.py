@@ -19,6 +19,7 @@ from .errors import DataFormatError, DataNotFoundError
 from .registry import DATASETS, available, build
 from . import cifar, fashion_mnist, gaussian_mixture, mnist1d, svhn, tiny_imagenet  # noqa: F401 (register)
 from . import image_folder  # noqa: F401 (register)
+from . import corruption_suite, mnist1d_shift  # noqa: F401 (register the shift suites)
 from .arrays import arrays_bundle
 from .user_data import from_datasets
 from .loaders import InfiniteLoader, make_loader

@@ -6,19 +6,21 @@ and brightness; pixel sizes scaled to 28×28 images). Every function returns a n
 dtype, clipped to [0, 1]. Random families draw from a CPU generator seeded by ``seed`` (the same draws at every
 severity, so damage grows monotonically per image), then move to the images' device: results do not depend on it.
 Geometric families (rotate, translate, zoom) live in :mod:`metacal.data.corruptions_geometric`.
+
+A family is one function and one :func:`corruption` call that registers it in :data:`CORRUPTIONS` (one's own too,
+from a module of one's own); the ``corruptions`` shift suite (metacal/data/corruption_suite.py) reads the registry.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from metacal.registry import unknown_name
-
-from .corruptions_geometric import GEOMETRIC, RANDOM_GEOMETRIC, check_images
+from metacal.registry import Registry, unknown_name
 
 NOISE_STD = (0.0, 0.08, 0.12, 0.18, 0.26, 0.38)  # Gaussian noise σ (ImageNet-C gaussian_noise)
 IMPULSE_AMOUNT = (0.0, 0.03, 0.06, 0.09, 0.17, 0.27)  # salt-and-pepper fraction of values (ImageNet-C impulse_noise)
@@ -29,11 +31,53 @@ PIXELATE = (1, 2, 3, 4, 5, 6)  # block size in pixels (ImageNet-C down-samples b
 
 SEVERITIES = (1, 2, 3, 4, 5)
 
+Family = Callable[..., torch.Tensor]  # (images, severity[, generator]) → corrupted images
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """One family: ``apply(images, severity)`` (and a CPU generator where ``random``: it draws random numbers);
+    ``fit``: a fit family of the ``corruptions`` suite (one per group: noise, blur, photometric, geometric), which
+    a shift-aware calibrator may see; the others are held out for judging."""
+
+    apply: Family
+    random: bool = False
+    fit: bool = False
+
+
+#: every family by name; registered in the fixed order of the ``corruptions`` suite (:func:`families`)
+CORRUPTIONS: Registry[Corruption] = Registry("corruption")
+
+
+def corruption(name: str, random: bool = False, fit: bool = False) -> Callable[[Family], Family]:
+    """Register the decorated function as corruption family ``name`` (after those registered before it)."""
+
+    def add(apply: Family) -> Family:
+        CORRUPTIONS.register(name)(Corruption(apply, random, fit))  # type: ignore[arg-type]
+        return apply
+
+    return add
+
+
+def families() -> list[str]:
+    """Every family's name, in the order registered: the ``corruptions`` suite's fixed order."""
+    return [name for name, _ in CORRUPTIONS.entries()]
+
+
+def check_images(images: torch.Tensor, severity: int) -> None:
+    """One-line ValueError unless ``images`` is a float (N, C, H, W) tensor and ``severity`` is 0..5."""
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
+        got = f"{images.dtype} {tuple(images.shape)}" if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(f"images must be a float tensor (N, C, H, W), got {got}")
+    if isinstance(severity, bool) or not isinstance(severity, int) or severity not in range(6):
+        raise ValueError(f"severity must be an integer 0..5, got {severity!r}")
+
 
 def _uniform_like(images: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     return torch.rand(images.shape, generator=generator).to(images.device, images.dtype)
 
 
+@corruption("gaussian_noise", random=True, fit=True)
 def gaussian_noise(images: torch.Tensor, severity: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """x + σ_s·ε, ε ~ N(0, 1) per value, drawn in float32 from the CPU ``generator``."""
     check_images(images, severity)
@@ -43,6 +87,7 @@ def gaussian_noise(images: torch.Tensor, severity: int, generator: torch.Generat
     return (images + NOISE_STD[severity] * eps).clamp(0, 1)
 
 
+@corruption("impulse_noise", random=True)
 def impulse_noise(images: torch.Tensor, severity: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Salt and pepper: with u ~ U(0, 1) per value, u < a/2 → 0, a/2 ≤ u < a → 1 (a = ``IMPULSE_AMOUNT[s]``)."""
     check_images(images, severity)
@@ -62,6 +107,7 @@ def gaussian_kernel1d(sigma: float, dtype: torch.dtype = torch.float32, device=N
     return k / k.sum()
 
 
+@corruption("gaussian_blur", fit=True)
 def gaussian_blur(images: torch.Tensor, severity: int) -> torch.Tensor:
     """Separable Gaussian blur with σ_s pixels, reflect padding (replicate when the kernel outgrows the image)."""
     check_images(images, severity)
@@ -77,23 +123,7 @@ def gaussian_blur(images: torch.Tensor, severity: int) -> torch.Tensor:
     return x.reshape(n, c, h, w).clamp(0, 1)
 
 
-def contrast(images: torch.Tensor, severity: int) -> torch.Tensor:
-    """(x − m)·c_s + m with m the per-image mean over channels and pixels."""
-    check_images(images, severity)
-    if severity == 0:
-        return images.clone()
-    m = images.mean(dim=(1, 2, 3), keepdim=True)
-    return ((images - m) * CONTRAST[severity] + m).clamp(0, 1)
-
-
-def brightness(images: torch.Tensor, severity: int) -> torch.Tensor:
-    """x + b_s, clipped (for grey images the same as ImageNet-C's shift of the HSV value)."""
-    check_images(images, severity)
-    if severity == 0:
-        return images.clone()
-    return (images + BRIGHTNESS[severity]).clamp(0, 1)
-
-
+@corruption("pixelate")
 def pixelate(images: torch.Tensor, severity: int) -> torch.Tensor:
     """Every b_s × b_s block replaced by its mean (edge blocks padded by replication), b_s = 1…6 pixels."""
     check_images(images, severity)
@@ -108,19 +138,35 @@ def pixelate(images: torch.Tensor, severity: int) -> torch.Tensor:
     return up[..., :h, :w].clamp(0, 1)
 
 
-#: every family, in the fixed order of the ``corruptions`` suite
-CORRUPTIONS: dict[str, Callable[..., torch.Tensor]] = {
-    "gaussian_noise": gaussian_noise, "impulse_noise": impulse_noise, "gaussian_blur": gaussian_blur,
-    "pixelate": pixelate, "contrast": contrast, "brightness": brightness, **GEOMETRIC,
-}
-#: the families that draw random numbers (``corrupt``'s ``seed`` matters only for these)
-RANDOM = ("gaussian_noise", "impulse_noise", *RANDOM_GEOMETRIC)
+@corruption("contrast", fit=True)
+def contrast(images: torch.Tensor, severity: int) -> torch.Tensor:
+    """(x − m)·c_s + m with m the per-image mean over channels and pixels."""
+    check_images(images, severity)
+    if severity == 0:
+        return images.clone()
+    m = images.mean(dim=(1, 2, 3), keepdim=True)
+    return ((images - m) * CONTRAST[severity] + m).clamp(0, 1)
+
+
+@corruption("brightness")
+def brightness(images: torch.Tensor, severity: int) -> torch.Tensor:
+    """x + b_s, clipped (for grey images the same as ImageNet-C's shift of the HSV value)."""
+    check_images(images, severity)
+    if severity == 0:
+        return images.clone()
+    return (images + BRIGHTNESS[severity]).clamp(0, 1)
+
+
+def random_families() -> tuple[str, ...]:
+    """The families that draw random numbers (:func:`corrupt`'s ``seed`` matters only for these)."""
+    return tuple(name for name, family in CORRUPTIONS.entries() if family.random)
 
 
 def corrupt(images: torch.Tensor, name: str, severity: int, seed: int = 0) -> torch.Tensor:
     """Corruption ``name`` at ``severity`` 0..5; random families draw from ``torch.Generator().manual_seed(seed)``."""
     if name not in CORRUPTIONS:
-        raise ValueError(unknown_name("corruption", name, list(CORRUPTIONS)))
-    if name in RANDOM:
-        return CORRUPTIONS[name](images, severity, torch.Generator().manual_seed(int(seed)))
-    return CORRUPTIONS[name](images, severity)
+        raise ValueError(unknown_name("corruption", name, families()))
+    family = CORRUPTIONS.get(name)
+    if family.random:
+        return family.apply(images, severity, torch.Generator().manual_seed(int(seed)))
+    return family.apply(images, severity)

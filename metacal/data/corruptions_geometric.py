@@ -3,8 +3,8 @@ perturbations of Hendrycks & Dietterich (ICLR 2019, ImageNet-P / CIFAR-10-P: rot
 
 Severity 0 is the identity (an exact copy); 1…5 follow the ladders below. Pixels brought in from outside the
 image are black (zero fill, as torchvision's ``RandomRotation``/``RandomAffine`` default ``fill=0``); affine
-resampling is bilinear (``F.affine_grid`` + ``F.grid_sample``, ``align_corners=False``). Also holds
-:func:`check_images`, the input check shared with :mod:`metacal.data.corruptions`.
+resampling is bilinear (``F.affine_grid`` + ``F.grid_sample``, ``align_corners=False``). Each family is registered
+after those of :mod:`metacal.data.corruptions`, in the ``corruptions`` suite's order: rotate, translate, zoom.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+from .corruptions import check_images, corruption
 
 #: rotation angle in degrees (counter-clockwise as displayed, the turn of ``torch.rot90(x, 1, (-2, -1))``);
 #: steps of 15° as in rotated-MNIST shift studies (Ovadia et al., NeurIPS 2019), a quarter turn at severity 5
@@ -25,15 +27,6 @@ TRANSLATE_PIXELS = (0, 2, 4, 6, 8, 10)
 ZOOM = (1.0, 1.1, 1.2, 1.35, 1.5, 1.75)
 
 
-def check_images(images: torch.Tensor, severity: int) -> None:
-    """One-line ValueError unless ``images`` is a float (N, C, H, W) tensor and ``severity`` is 0..5."""
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
-        got = f"{images.dtype} {tuple(images.shape)}" if isinstance(images, torch.Tensor) else type(images).__name__
-        raise ValueError(f"images must be a float tensor (N, C, H, W), got {got}")
-    if isinstance(severity, bool) or not isinstance(severity, int) or severity not in range(6):
-        raise ValueError(f"severity must be an integer 0..5, got {severity!r}")
-
-
 def _affine(images: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """Bilinear resampling at ``theta @ (x, y, 1)`` (normalised coordinates), zero fill outside."""
     n = images.shape[0]
@@ -43,6 +36,7 @@ def _affine(images: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     return out.clamp(0, 1)
 
 
+@corruption("rotate", fit=True)
 def rotate(images: torch.Tensor, severity: int) -> torch.Tensor:
     """Turn every image by ``ROTATE_DEGREES[severity]`` about its centre (pixel-space rotation, so also for H ≠ W)."""
     check_images(images, severity)
@@ -53,16 +47,6 @@ def rotate(images: torch.Tensor, severity: int) -> torch.Tensor:
     c, s = math.cos(a), math.sin(a)
     # normalised x spans w/2 pixels, y spans h/2: rotate in pixels, S⁻¹ R S in normalised coordinates
     theta = torch.tensor([[c, -s * h / w, 0.0], [s * w / h, c, 0.0]], dtype=torch.float64)
-    return _affine(images, theta.unsqueeze(0))
-
-
-def zoom(images: torch.Tensor, severity: int) -> torch.Tensor:
-    """Magnify every image by z = ``ZOOM[severity]`` about its centre: output(p) = input(p / z), bilinear."""
-    check_images(images, severity)
-    if severity == 0:
-        return images.clone()
-    z = ZOOM[severity]
-    theta = torch.tensor([[1.0 / z, 0.0, 0.0], [0.0, 1.0 / z, 0.0]], dtype=torch.float64)
     return _affine(images, theta.unsqueeze(0))
 
 
@@ -82,6 +66,7 @@ def shift_pixels(images: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
 DIRECTIONS = ((0, 1), (0, -1), (1, 0), (-1, 0))
 
 
+@corruption("translate", random=True)
 def translate(images: torch.Tensor, severity: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Shift each image by k pixels (``TRANSLATE_PIXELS`` scaled to the side) in a direction drawn per image from
     :data:`DIRECTIONS` with the CPU ``generator``; zero fill."""
@@ -99,5 +84,12 @@ def translate(images: torch.Tensor, severity: int, generator: torch.Generator | 
     return out
 
 
-GEOMETRIC = {"rotate": rotate, "translate": translate, "zoom": zoom}
-RANDOM_GEOMETRIC = ("translate",)  # the ones drawing random numbers (they take a generator)
+@corruption("zoom")
+def zoom(images: torch.Tensor, severity: int) -> torch.Tensor:
+    """Magnify every image by z = ``ZOOM[severity]`` about its centre: output(p) = input(p / z), bilinear."""
+    check_images(images, severity)
+    if severity == 0:
+        return images.clone()
+    z = ZOOM[severity]
+    theta = torch.tensor([[1.0 / z, 0.0, 0.0], [0.0, 1.0 / z, 0.0]], dtype=torch.float64)
+    return _affine(images, theta.unsqueeze(0))

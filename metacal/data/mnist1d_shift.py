@@ -20,7 +20,7 @@ gives the measured time and size); later ones read the cache.
 The generator standardises each generated set by its own mean and standard deviation, so a shifted set is
 standardised like the bundle's (mean 0, std 1) and the shift is in the signals' shape, not their global scale.
 Ladders chosen so that the error of a logistic-regression probe fitted on the clean train split grows with
-severity (docs/conventions.md#shift).
+severity (docs/conventions.md#shift). :class:`Mnist1dNatural` registers them as the shift suite ``mnist1d_natural``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from .bundle import DataBundle
+from .class_split import RelabeledSubset
+from .image_datasets import VectorDataset
 from .mnist1d import cache_path, load_or_generate
 from .paths import data_home
+from .shift_suites import ShiftSuite, base_of, positions, register_suite
 
 SEVERITIES = (1, 2, 3, 4, 5)
 NOISE_FACTOR = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -106,3 +110,53 @@ def build_cache(args: dict[str, Any], families: Sequence[str] = FAMILIES, cache_
             if not cache_path(shifted, folder).is_file():  # read-only cache: nothing gained by building ahead
                 break
     return done
+
+
+class Mnist1dNatural(ShiftSuite):
+    """The ``mnist1d_natural`` suite (module docstring): a split's positions in the regenerated set; the fit families
+    noise and shear keep every sample's label and position, ``all`` moves them with the others (neither fit nor held
+    out). The working form is the model-ready signal."""
+
+    name = "mnist1d_natural"
+    needs = "mnist1d"
+
+    def families(self) -> tuple[str, ...]:
+        return FAMILIES
+
+    def fit(self) -> tuple[str, ...]:
+        return ("noise", "shear")
+
+    def combined(self) -> tuple[str, ...]:
+        return ("all",)
+
+    def applies(self, bundle: DataBundle) -> bool:
+        test = bundle.test
+        return "generator" in bundle.info and test is not None and isinstance(base_of(test), VectorDataset)
+
+    def prepare(self, bundle: DataBundle, families: list[str] | None, progress: bool | None) -> None:
+        build_cache(bundle.info["generator"], families or list(FAMILIES), progress=progress)
+
+    def clean(self, bundle: DataBundle, data: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return base_of(data).inputs[positions(data)], torch.as_tensor(data.targets, dtype=torch.int64)
+
+    def rows(self, bundle: DataBundle, data: Any, x: torch.Tensor, rows: torch.Tensor, family: str, severity: int,
+             seed: int) -> torch.Tensor:
+        return self.shifted(bundle, data, family, severity, seed)[0][rows]
+
+    def shifted(self, bundle: DataBundle, data: Any, family: str, severity: int,
+                seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and labels at the split's positions of the regenerated set, filtered and relabelled like the
+        split; the generator's own draws, so ``seed`` plays no part."""
+        if severity == 0:
+            return self.clean(bundle, data)
+        pos, base = positions(data), base_of(data)
+        arrays = shifted_arrays(bundle.info["generator"], family, severity)
+        key = "_test" if base is base_of(bundle.test) else ""
+        x, y = arrays[f"x{key}"][pos], arrays[f"y{key}"][pos]
+        if isinstance(data, RelabeledSubset):  # translation reorders labels: keep the split's classes only
+            y = data.label_map[y]
+            x, y = x[y >= 0], y[y >= 0]
+        return x, y
+
+
+register_suite(Mnist1dNatural())

@@ -7,7 +7,7 @@ numbers, returned as float32 unchanged (their loaders yield the stored inputs as
 values are refused.
 
 What the rules need of a bundle is its :class:`InputSpec` (kind, input shape, mean, std): :func:`input_spec`
-reads it from a bundle, and a finished run stores it in its ``predictor.json`` (:mod:`metacal.run_predictor`),
+reads it from a bundle, and a finished run stores it in its ``predictor.json`` (:mod:`metacal.run.predictor_info`),
 so :func:`model_inputs` takes either, and a run's network can be fed without its dataset on the machine.
 """
 

@@ -19,6 +19,7 @@ that case (tested against ``higher``).
 
 from __future__ import annotations
 
+import warnings
 from contextlib import nullcontext
 
 import torch
@@ -37,6 +38,20 @@ from .step_context import (
     meta_val_forward,
     real_step,
 )
+
+
+def preload_forward_ad() -> None:
+    """Import what forward-mode AD loads on its first use, without its ``torch.jit.script is deprecated``
+    FutureWarning.
+
+    Why: the first ``torch.autograd.forward_ad.make_dual`` (the ``jvp`` hypergradient backend) imports
+    ``torch._decomp.decompositions_for_jvp``, whose module body calls ``torch.jit.script`` on torch's own
+    decompositions; torch 2.14 warns about that deprecation once per run although no metacal code scripts
+    anything. Importing the module here, under a filter for exactly that message, keeps it out of every
+    run's output; every other warning (of this import too) stays visible. Idempotent (a cached import)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
+        import torch._decomp.decompositions_for_jvp  # noqa: F401
 
 
 def parameter_grads(ctx: StepContext, objective: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:

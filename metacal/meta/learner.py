@@ -36,26 +36,10 @@ from metacal.registry import unknown_name
 
 from .step_context import StepContext, StepResult, real_step
 from .gamma_net import GammaNet
-from .hypergrad_head import head_meta_step
-from .hypergrad_higher import higher_meta_step
-from .hypergrad_jvp import jvp_meta_step
 from .inner import make_inner
+from .settings import BACKENDS, HORIZONS, MetaSettings
 from .sgd_lookahead import unwrap_sgd
 from .trajectory import TrajectoryHypergradient
-
-#: The hypergradient backends by name: "higher" (exact, the reference, one process only), "jvp" (exact,
-#: forward-mode; the default), "head" (lookahead through the classifier head only, Bohdal et al. 2023).
-BACKENDS: dict[str, Callable[..., StepResult]] = {
-    "higher": higher_meta_step,
-    "jvp": jvp_meta_step,
-    "head": head_meta_step,
-}
-
-#: What the γ-Net's bias b (the γ level) is differentiated through: "step" (the one-step lookahead, as
-#: every other φ; Wang & Golebiowski 2024) or "trajectory" (forward-mode accumulation over the whole
-#: training trajectory, :mod:`metacal.meta.trajectory`).
-HORIZONS = ("step", "trajectory")
-
 
 def check_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, name: str) -> None:
     """One-line ValueError unless ``targets`` holds one integer class index in [0, K) per row of ``inputs``,
@@ -107,7 +91,7 @@ class MetaLearner:
         loss: nn.Module | None = None,
         backend: str = "jvp",
         meta_optimizer: torch.optim.Optimizer | None = None,
-        meta_lr: float = 1e-4,
+        meta_lr: float = MetaSettings.lr,
         meta_val: Iterator[tuple[torch.Tensor, torch.Tensor]] | None = None,
         ce_weight: float = 0.0,
         every: int = 1,

@@ -45,6 +45,7 @@ from metacal.metrics.inputs import array_inputs
 from metacal.objectives._inputs import check_logits_targets
 
 from ._checks import refuse_probabilities
+from .base import Calibrator
 from .newton import NEWTON_MAX_CLASSES, fit_newton
 
 TOLERANCE_GRAD = 1e-7  # the fit stops when every |∂L/∂θ| is below this
@@ -172,7 +173,7 @@ def check_finite_logits(logits: torch.Tensor, labels: torch.Tensor | None = None
         raise ValueError(f"logits contain NaN or inf in {bad} row(s); remove or fix those rows")
 
 
-class AffineCalibrator:
+class AffineCalibrator(Calibrator):
     """softmax(W x + b) fitted on logits. Subclasses set ``diagonal`` (vector vs matrix) and ``log_probs``
     (x = log_softmax(z) instead of z) and how λ, μ are chosen (:meth:`_regularisation`).
 
@@ -186,9 +187,10 @@ class AffineCalibrator:
     name = "affine"
 
     def __init__(self, max_iter: int = MAX_ITER) -> None:
+        super().__init__()
         self.max_iter = int(max_iter)
-        self.weight: torch.Tensor | None = None
-        self.bias: torch.Tensor | None = None
+        self.register_buffer("weight", None)  # W (a K-vector when diagonal); None until fitted
+        self.register_buffer("bias", None)
         self.reg_lambda_used = 0.0
         self.reg_mu_used = 0.0
 
@@ -243,13 +245,15 @@ class AffineCalibrator:
         """softmax(W x + b): rows sum to 1 (float64)."""
         return torch.softmax(self.scale(logits), dim=1)
 
-    __call__ = transform
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        """log softmax(W x + b), unchecked."""
+        return torch.log_softmax(affine_logits(self.features(logits), self.weight, self.bias), dim=1)
 
-    def state_dict(self) -> dict[str, Any]:
+    def fitted_state(self) -> dict[str, Any]:
         return {"kind": self.name, "weight": self.weight, "bias": self.bias,
                 "reg_lambda": self.reg_lambda_used, "reg_mu": self.reg_mu_used}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_fitted_state(self, state: dict[str, Any]) -> None:
         for key in ("weight", "bias"):
             if state.get(key) is None:
                 raise ValueError(f"state_dict has no {key!r} entry")

@@ -33,6 +33,7 @@ from metacal.metrics.inputs import array_inputs
 
 from ._checks import refuse_probabilities
 from .affine import check_finite_logits
+from .base import Calibrator
 from .temperature import T_MAX, T_MIN, fit_temperature_nll
 
 TEMPERATURE_LOSSES = ("mse", "nll")
@@ -104,10 +105,10 @@ def ensemble_components(logits: torch.Tensor, temperature: float) -> torch.Tenso
                         torch.full_like(z, 1.0 / z.shape[1])])
 
 
-class EnsembleTemperatureScaling:
+class EnsembleTemperatureScaling(Calibrator):
     """Fitted ETS (module docstring): ``fit(logits, labels)`` → self, ``transform(logits)`` → probabilities
-    (float64). ``temperature`` is T, ``weights`` the tensor (w₁, w₂, w₃) of the temperature-scaled, the
-    uncalibrated and the uniform prediction.
+    (float64), ``forward`` their logarithm. ``temperature`` is T, ``weights`` the tensor (w₁, w₂, w₃) of the
+    temperature-scaled, the uncalibrated and the uniform prediction.
 
     Args:
         temperature_loss: ``"mse"`` (reference default) or ``"nll"``: the loss fitting T in stage 1.
@@ -116,12 +117,13 @@ class EnsembleTemperatureScaling:
     name = "ensemble temperature scaling"
 
     def __init__(self, temperature_loss: str = "mse") -> None:
+        super().__init__()
         if temperature_loss not in TEMPERATURE_LOSSES:
             raise ValueError(f"unknown temperature_loss {temperature_loss!r}; choose one of "
                              f"{', '.join(TEMPERATURE_LOSSES)}")
         self.temperature_loss = temperature_loss
         self.temperature = 1.0
-        self.weights = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+        self.register_buffer("weights", torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
         self.fitted = False
 
     @array_inputs("logits", "labels")
@@ -145,16 +147,27 @@ class EnsembleTemperatureScaling:
     def transform(self, logits: torch.Tensor) -> torch.Tensor:
         """w₁·softmax(z/T) + w₂·softmax(z) + w₃/K (float64, rows sum to 1)."""
         check_finite_logits(logits)
+        return self.mixed(logits)
+
+    def mixed(self, logits: torch.Tensor) -> torch.Tensor:
+        """w₁·softmax(z/T) + w₂·softmax(z) + w₃/K, unchecked."""
         parts = ensemble_components(logits, self.temperature)
         return torch.einsum("j,jnk->nk", self.weights.to(parts.device), parts)
 
-    __call__ = transform
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logarithm of the mixture."""
+        return torch.log(self.mixed(logits))
 
-    def state_dict(self) -> dict[str, Any]:
+    def fitted_params(self) -> dict[str, float]:
+        """T and the weights w_ts, w_raw, w_uniform."""
+        w = [float(v) for v in self.weights]
+        return {"temperature": float(self.temperature), "w_ts": w[0], "w_raw": w[1], "w_uniform": w[2]}
+
+    def fitted_state(self) -> dict[str, Any]:
         return {"kind": self.name, "temperature_loss": self.temperature_loss,
                 "temperature": torch.tensor(self.temperature, dtype=torch.float64), "weights": self.weights.clone()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_fitted_state(self, state: dict[str, Any]) -> None:
         for key in ("temperature", "weights"):
             if key not in state:
                 raise ValueError(f"state_dict has no {key!r} entry")

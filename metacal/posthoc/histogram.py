@@ -24,14 +24,17 @@ import torch
 from metacal.metrics.binning import grouped_sums, width_bin_index
 from metacal.metrics.inputs import array_inputs, check_num_bins, check_probs_labels
 
+from .base import Calibrator
+
 MODES = ("top", "ovr")
 
 
-class HistogramBinning:
+class HistogramBinning(Calibrator):
     """Fitted histogram binning: ``fit(probs, labels)`` → self, ``transform(probs)`` → probs (a tensor); inputs
-    may be tensors, numpy arrays or lists."""
+    may be tensors, numpy arrays or lists. A lookup: ``forward`` is the logarithm of ``transform``, not exported."""
 
     def __init__(self, num_bins: int = 15, mode: str = "top") -> None:
+        super().__init__()
         if mode not in MODES:
             raise ValueError(f"unknown histogram-binning mode {mode!r}; choose one of {', '.join(MODES)}")
         self.num_bins = check_num_bins(num_bins)
@@ -98,12 +101,10 @@ class HistogramBinning:
         total = scores.sum(dim=1, keepdim=True)
         return torch.where(total > 0, scores / total.clamp_min(torch.finfo(probs.dtype).tiny), probs)
 
-    __call__ = transform
-
-    def state_dict(self) -> dict[str, Any]:
+    def fitted_state(self) -> dict[str, Any]:
         return {"mode": self.mode, "num_bins": self.num_bins, "bin_values": self.bin_values}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_fitted_state(self, state: dict[str, Any]) -> None:
         for key in ("mode", "num_bins", "bin_values"):
             if key not in state:
                 raise ValueError(f"state_dict has no {key!r} entry")

@@ -22,6 +22,8 @@ import torch
 
 from metacal.metrics.inputs import array_inputs, check_probs_labels
 
+from .base import Calibrator
+
 
 def pav(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct x ascending, fitted non-decreasing values there): the least-squares isotonic fit of y on x."""
@@ -42,14 +44,16 @@ def pav(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return xs, np.repeat(means, block_len)
 
 
-class IsotonicCalibration:
+class IsotonicCalibration(Calibrator):
     """Fitted one-vs-rest isotonic regression: ``fit(probs, labels)`` → self, ``transform(probs)`` → probs (a
     tensor); inputs may be tensors, numpy arrays or lists. ``scores(probs)`` gives the f_c(p_c) before the
-    renormalisation. State: the knots (x, f) of every class."""
+    renormalisation. State: the knots (x, f) of every class. A lookup (numpy interpolation): ``forward`` is the
+    logarithm of ``transform``, not exported."""
 
     name = "isotonic regression"
 
     def __init__(self) -> None:
+        super().__init__()
         self.knots: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
     @staticmethod
@@ -100,12 +104,10 @@ class IsotonicCalibration:
         total = s.sum(dim=1, keepdim=True)
         return torch.where(total > 0, s / total.clamp_min(torch.finfo(s.dtype).tiny), probs.detach().double())
 
-    __call__ = transform
-
-    def state_dict(self) -> dict[str, Any]:
+    def fitted_state(self) -> dict[str, Any]:
         return {"kind": self.name, "x": [x for x, _ in self.knots or []], "f": [f for _, f in self.knots or []]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_fitted_state(self, state: dict[str, Any]) -> None:
         if "x" not in state or "f" not in state or len(state["x"]) != len(state["f"]) or len(state["x"]) < 2:
             raise ValueError("state_dict needs equally long 'x' and 'f' lists of knots, one per class (K ≥ 2)")
         knots = []

@@ -40,6 +40,10 @@ class ODIRCalibrator(AffineCalibrator):
         self.folds, self.seed = int(folds), int(seed)
         self.odir_scores: torch.Tensor | None = None
 
+    def fitted_params(self) -> dict[str, float]:
+        """λ and μ of the final fit."""
+        return {"reg_lambda": self.reg_lambda_used, "reg_mu": self.reg_mu_used}
+
     def _regularisation(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
         if self.reg_lambda == "cv":
             strength, self.odir_scores = select_odir(x, y, self.diagonal, self.grid, self.folds, self.seed,

@@ -14,7 +14,9 @@ them alike: ``fit_calibrator(name, val)`` then ``apply_calibrator(name, fitted, 
 | ets | ETS | logits | ensemble temperature scaling: T, then simplex weights, both by squared error |
 | ts_perturbed | TS-pert. | logits + perturbed | temperature scaling by NLL on clean + perturbed predictions |
 
-"logits" calibrators get ``Predictions.logits_for_scaling()`` (ln p when a file holds only probabilities).
+Each row is a :class:`~metacal.posthoc.base.CalibratorSpec` of a :class:`~metacal.posthoc.base.Calibrator` subclass
+(:func:`register`; one of one's own is one more ``register`` call, after these). "logits" calibrators get
+``Predictions.logits_for_scaling()`` (ln p when a file holds only probabilities).
 ``ts_perturbed`` also needs ``Predictions.perturbed`` (the npz keys ``perturbed_logits``, ``perturbed_labels``);
 :func:`available` with ``for_predictions=`` lists only the calibrators a given Predictions can fit, and
 asking for ``ts_perturbed`` on predictions without that companion is a one-line ValueError.
@@ -23,14 +25,14 @@ asking for ``ts_perturbed`` on predictions without that companion is a one-line 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from metacal.predictions import Predictions
 from metacal.registry import Registry
 
+from .base import PROBS, VAL_PERTURBED, Calibrator, CalibratorSpec
 from .dirichlet import DirichletCalibration
 from .ensemble_ts import EnsembleTemperatureScaling
 from .histogram import HistogramBinning
@@ -40,54 +42,38 @@ from .perturbed_ts import PerturbationTemperatureScaling
 from .temperature import TemperatureScaling
 from .vector import VectorScaling
 
-
-@dataclass(frozen=True)
-class CalibratorSpec:
-    """How to build, fit and describe one calibrator; calling it builds an unfitted calibrator."""
-
-    name: str
-    label: str  # short column title ("ECE after <label>")
-    description: str
-    input: str  # "logits" or "probs": what fit() and transform() take
-    build: Callable[[int], Any]  # num_bins → unfitted calibrator
-    min_samples: Callable[[int], int]  # K → fewest fitting samples accepted
-    needs_perturbed: bool = False  # fitted on Predictions.perturbed too
-
-    def __call__(self, num_bins: int = 15) -> Any:
-        return self.build(num_bins)
-
-
 CALIBRATORS: Registry[CalibratorSpec] = Registry("post-hoc calibrator", listing="metacal.posthoc")
 _ORDER: list[str] = []
 
 
-def _add(spec: CalibratorSpec) -> None:
+def register(spec: CalibratorSpec) -> CalibratorSpec:
+    """Add ``spec`` to :data:`CALIBRATORS`, after the calibrators registered before it (:func:`available`'s
+    order); a spec whose build does not make a :class:`~metacal.posthoc.base.Calibrator` is refused."""
+    made = spec()
+    if not isinstance(made, Calibrator):
+        raise TypeError(f"post-hoc calibrator {spec.name!r} builds a {type(made).__name__}, not a "
+                        "metacal.posthoc.base.Calibrator")
     CALIBRATORS.register(spec.name)(spec)  # type: ignore[arg-type]
     _ORDER.append(spec.name)
+    return spec
 
 
-def _at_least_one(k: int) -> int:
-    return 1
-
-
-_add(CalibratorSpec("ts_nll", "TS", "temperature scaling (NLL)", "logits", lambda m: TemperatureScaling("nll"),
-                    _at_least_one))
-_add(CalibratorSpec("ts_ece", "TS-ECE", "temperature scaling (ECE grid)", "logits",
-                    lambda m: TemperatureScaling("ece_grid", num_bins=m), _at_least_one))
-_add(CalibratorSpec("hb", "HB", "histogram binning (top label)", "probs",
-                    lambda m: HistogramBinning(m, mode="top"), _at_least_one))
-_add(CalibratorSpec("vector", "VS", "vector scaling", "logits", lambda m: VectorScaling(),
-                    VectorScaling.min_samples))
-_add(CalibratorSpec("matrix", "MS-ODIR", "matrix scaling (ODIR)", "logits", lambda m: MatrixScaling(),
-                    MatrixScaling.min_samples))
-_add(CalibratorSpec("dirichlet", "Dir-ODIR", "Dirichlet calibration (ODIR)", "logits",
-                    lambda m: DirichletCalibration(), DirichletCalibration.min_samples))
-_add(CalibratorSpec("isotonic", "Iso", "isotonic regression (one-vs-rest)", "probs",
-                    lambda m: IsotonicCalibration(), IsotonicCalibration.min_samples))
-_add(CalibratorSpec("ets", "ETS", "ensemble temperature scaling", "logits",
-                    lambda m: EnsembleTemperatureScaling(), _at_least_one))
-_add(CalibratorSpec("ts_perturbed", "TS-pert.", "perturbation temperature scaling", "logits",
-                    lambda m: PerturbationTemperatureScaling(), _at_least_one, needs_perturbed=True))
+register(CalibratorSpec("ts_nll", "TS", "temperature scaling (NLL)", lambda m: TemperatureScaling("nll")))
+register(CalibratorSpec("ts_ece", "TS-ECE", "temperature scaling (ECE grid)",
+                        lambda m: TemperatureScaling("ece_grid", num_bins=m)))
+register(CalibratorSpec("hb", "HB", "histogram binning (top label)", lambda m: HistogramBinning(m, mode="top"),
+                        input=PROBS, exportable=False))
+register(CalibratorSpec("vector", "VS", "vector scaling", lambda m: VectorScaling(),
+                        min_samples=VectorScaling.min_samples))
+register(CalibratorSpec("matrix", "MS-ODIR", "matrix scaling (ODIR)", lambda m: MatrixScaling(),
+                        min_samples=MatrixScaling.min_samples))
+register(CalibratorSpec("dirichlet", "Dir-ODIR", "Dirichlet calibration (ODIR)", lambda m: DirichletCalibration(),
+                        min_samples=DirichletCalibration.min_samples))
+register(CalibratorSpec("isotonic", "Iso", "isotonic regression (one-vs-rest)", lambda m: IsotonicCalibration(),
+                        input=PROBS, exportable=False, min_samples=IsotonicCalibration.min_samples))
+register(CalibratorSpec("ets", "ETS", "ensemble temperature scaling", lambda m: EnsembleTemperatureScaling()))
+register(CalibratorSpec("ts_perturbed", "TS-pert.", "perturbation temperature scaling",
+                        lambda m: PerturbationTemperatureScaling(), fit_data=VAL_PERTURBED, shift_aware=True))
 
 NO_PERTURBED = ("{description} needs perturbed validation predictions: evaluate a run directory with --shift "
                 "(python -m metacal.evaluate runs/<r> --shift corruptions), or add perturbed_logits and "
@@ -125,10 +111,10 @@ def _check_predictions(**named: Any) -> None:
 
 
 def _inputs(name: str, pred: Predictions) -> torch.Tensor:
-    return pred.logits_for_scaling() if spec(name).input == "logits" else pred.probs
+    return pred.probs if spec(name).input == PROBS else pred.logits_for_scaling()
 
 
-def fit_calibrator(name: str, val: Predictions, num_bins: int = 15) -> Any:
+def fit_calibrator(name: str, val: Predictions, num_bins: int = 15) -> Calibrator:
     """The calibrator ``name`` fitted on ``val`` (checks the sample count and, for ``ts_perturbed``, that
     ``val.perturbed`` exists first)."""
     _check_predictions(val=val)
@@ -144,7 +130,7 @@ def fit_calibrator(name: str, val: Predictions, num_bins: int = 15) -> Any:
                                     val.perturbed.labels)
 
 
-def apply_calibrator(name: str, fitted: Any, pred: Predictions) -> torch.Tensor:
+def apply_calibrator(name: str, fitted: Calibrator, pred: Predictions) -> torch.Tensor:
     """Calibrated probabilities (N×K) of ``pred`` under ``fitted`` (a calibrator of kind ``name``)."""
     _check_predictions(pred=pred)
     if pred.num_classes != fitted_num_classes(fitted, pred.num_classes):
@@ -165,27 +151,21 @@ def calibrate(name: str, val: Predictions, test: Predictions, num_bins: int = 15
     return apply_calibrator(name, fit_calibrator(name, val, num_bins), test)
 
 
-def fitted_params(fitted: Any) -> dict[str, float]:
-    """The fitted hyperparameters worth printing: T (temperature scaling, also on perturbed data), T and the
-    weights w_ts, w_raw, w_uniform (ETS), λ and μ (ODIR maps); else {}."""
-    if isinstance(fitted, EnsembleTemperatureScaling):
-        w = [float(v) for v in fitted.weights]
-        return {"temperature": float(fitted.temperature), "w_ts": w[0], "w_raw": w[1], "w_uniform": w[2]}
-    if isinstance(fitted, TemperatureScaling):
-        return {"temperature": float(fitted.temperature)}
-    if isinstance(fitted, (MatrixScaling, DirichletCalibration)):
-        return {"reg_lambda": fitted.reg_lambda_used, "reg_mu": fitted.reg_mu_used}
-    return {}
+def fitted_params(fitted: Calibrator) -> dict[str, float]:
+    """The fitted hyperparameters worth printing (the calibrator's own :meth:`~Calibrator.fitted_params`): T
+    (temperature scaling, also on perturbed data), T and the weights w_ts, w_raw, w_uniform (ETS), λ and μ (ODIR
+    maps); else {}."""
+    return fitted.fitted_params()
 
 
-def save_state(name: str, fitted: Any) -> dict[str, Any]:
+def save_state(name: str, fitted: Calibrator) -> dict[str, Any]:
     """``fitted.state_dict()`` (plain floats, strings and CPU tensors) plus ``"calibrator": name``; enough for
     :func:`load_state` to rebuild the same ``transform`` without refitting (``torch.save`` can store it)."""
     spec(name)
     return {"calibrator": name, **fitted.state_dict()}
 
 
-def load_state(name: str, state: dict[str, Any]) -> Any:
+def load_state(name: str, state: dict[str, Any]) -> Calibrator:
     """The calibrator ``name`` rebuilt from :func:`save_state`'s dict; a state saved for another name is a
     one-line ValueError."""
     saved = state.get("calibrator", name)

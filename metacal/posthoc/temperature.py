@@ -28,6 +28,7 @@ from metacal.metrics.inputs import array_inputs
 from metacal.objectives._inputs import check_logits_targets
 
 from ._checks import refuse_probabilities
+from .base import Calibrator
 
 METHODS = ("nll", "ece_grid", "sbece")
 T_MIN, T_MAX = 1e-2, 1e2
@@ -68,9 +69,10 @@ def grid_search(values: torch.Tensor, objective) -> tuple[float, torch.Tensor]:
     return float(values[int(torch.argmin(scores))]), scores
 
 
-class TemperatureScaling:
+class TemperatureScaling(Calibrator):
     """Fitted temperature scaling. ``fit(logits, labels)`` → self; ``transform(logits)`` → probabilities
-    (a tensor). Inputs may be tensors, numpy arrays or lists (e.g. the arrays of a run's predictions .npz).
+    (a tensor), ``forward`` their logarithm. Inputs may be tensors, numpy arrays or lists (e.g. the arrays of a
+    run's predictions .npz).
 
     Args:
         method: ``"nll"`` | ``"ece_grid"`` | ``"sbece"`` (module docstring).
@@ -87,6 +89,7 @@ class TemperatureScaling:
         sbece_params: dict[str, Any] | None = None,
         max_iter: int = 100,
     ) -> None:
+        super().__init__()
         if method not in METHODS:
             raise ValueError(f"unknown temperature-scaling method {method!r}; choose one of {', '.join(METHODS)}")
         self.method = method
@@ -137,12 +140,17 @@ class TemperatureScaling:
         """softmax(z / T) (rows sum to 1)."""
         return torch.softmax(self.scale(logits), dim=1)
 
-    __call__ = transform
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        """log softmax(z / T)."""
+        return torch.log_softmax(logits / self.temperature, dim=1)
 
-    def state_dict(self) -> dict[str, Any]:
+    def fitted_params(self) -> dict[str, float]:
+        return {"temperature": float(self.temperature)}
+
+    def fitted_state(self) -> dict[str, Any]:
         return {"method": self.method, "temperature": torch.tensor(self.temperature, dtype=torch.float64)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_fitted_state(self, state: dict[str, Any]) -> None:
         if "temperature" not in state:
             raise ValueError("state_dict has no 'temperature' entry")
         t = float(state["temperature"])

@@ -21,12 +21,12 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from metacal.method import Method
+from metacal.run.method import Method
 from metacal.predictions import Predictions
 from metacal.report.labels import method_label, method_order
 from metacal.report.posthoc_columns import DEFAULT, POSTHOC_KEYS, check_calibrators, column_key
 from metacal.report.posthoc_columns import posthoc_metrics as posthoc_metrics  # re-exported: callers import it here
-from metacal.run_layout import Run
+from metacal.run.layout import Run
 
 TEST_KEYS = ("error", "nll", "ece", "mce", "ace", "classwise_ece")
 ALL_COLUMN_KEYS = TEST_KEYS + POSTHOC_KEYS + ("s_per_epoch",)  # every column a row can hold
@@ -104,7 +104,7 @@ class MethodRow:
     stats: dict[str, tuple[float, float, int]] = field(default_factory=dict)
     per_run: dict[int | str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # "seed 1: ECE after MS-ODIR: … needs at least …"
-    spec: Method | None = None  # what the row's runs trained (metacal/method.py); None for derived rows (+ TS, …)
+    spec: Method | None = None  # what the row's runs trained (metacal/run/method.py); None for derived rows (+ TS, …)
 
     @property
     def num_runs(self) -> int:

@@ -25,7 +25,7 @@ META_GAMMA = ("flgamma_sece", "flgamma_sece_trajectory")
 
 def fixed_gamma_rows(rows: Sequence[MethodRow]) -> list[MethodRow]:
     """The rows of focal loss at one fixed γ > 0 and no learner, in row order: the fixed-γ bar. Read from each
-    row's method record (metacal/method.py), so any run's name or γ (2.5, a user's own config) counts."""
+    row's method record (metacal/run/method.py), so any run's name or γ (2.5, a user's own config) counts."""
     return [r for r in rows if r.spec is not None and (r.spec.fixed_gamma or 0.0) > 0]
 
 

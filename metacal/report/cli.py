@@ -37,9 +37,10 @@ def parse_args(argv: list[str] | None = None, prog: str = PROG) -> argparse.Name
     ap.add_argument("--hb-bins", type=int, default=15, help="bins of histogram binning (default 15)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds every method should have (default: all seeds found under RUN_ROOT)")
-    ap.add_argument("--calibrators", default="all", metavar="NAMES",
-                    help="post-hoc calibrators of the 'ECE after …' columns: all (default: every one fitted on "
-                         "predictions/val.npz alone), none, or a comma-separated subset of "
+    ap.add_argument("--calibrators", default=None, metavar="NAMES",
+                    help="post-hoc calibrators of the 'ECE after …' columns: all (the default, "
+                         "metacal.posthoc.choice: every one fitted on predictions/val.npz alone), none, or a "
+                         "comma-separated subset of "
                          f"{','.join(available_calibrators())} (matrix, dirichlet: 5-fold CV per run, a few seconds "
                          "each; ts_nll also gives the temperature the claim section reads; ts_perturbed needs "
                          "`python -m metacal.evaluate RUN --shift SUITE` first)")

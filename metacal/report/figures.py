@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from metacal.plots.reliability import plot_reliability
-from metacal.run_layout import Run
+from metacal.run.layout import Run
 
 Series = tuple[np.ndarray, np.ndarray, np.ndarray]  # (x, mean, std) — std NaN where one run only
 

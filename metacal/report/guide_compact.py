@@ -15,11 +15,11 @@ from typing import Sequence
 from metacal.report.guide import COMMAND, REGIME_TITLE, TS, Page, load_pages, verdict
 from metacal.report.guide_spec import GuideSpec
 from metacal.report.regime_guide import regimes_markdown
-from metacal.report.shift_guide import COMPACT_SHOWN, shift_markdown
+from metacal.report.shift_guide import shift_markdown
 
 # the rows of the README's tables, in order; a method no page of the regime has gets no row
 COMPACT: tuple[str, ...] = ("ce", TS, "auto_gamma", "flgamma_sece")
-ROLE = {"auto_gamma": "recommended without held-out data", "flgamma_sece": "the paper's method"}
+ROLE = {"auto_gamma": "calibrated as trained", "flgamma_sece": "the paper's method"}
 
 
 def _pct(x: float) -> str:
@@ -69,6 +69,6 @@ def compact_markdown(results: str | Path, spec: GuideSpec, link: str | None = No
                           f"({p.rows['ce'].get('n_runs', '?')} seeds)" for p in group)
         lines += [f"**{REGIME_TITLE[regime]}** ({temps})", "", *compact_table(group), "",
                   verdict(regime, group, spec.recommend), ""]
-    lines += shift_markdown(results, link, spec.shift_pages, shown=COMPACT_SHOWN)
+    lines += shift_markdown(results, link, spec.shift_pages, compact=True)
     lines += regimes_markdown(results, link, spec.regime_pages, compact=True)
     return "\n".join(lines).rstrip("\n") + "\n"

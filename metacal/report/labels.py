@@ -1,14 +1,14 @@
 """Display names of methods: config stem → the label the source papers use (Wang & Golebiowski 2024,
 Table 1; Wang, Feng & Zhang 2021; Karandikar et al. 2021; Lin et al. 2025).
 
-Unknown stems are shown by their method record's label ("Focal γ = 2.5", metacal/method.py) or as they are, so a
+Unknown stems are shown by their method record's label ("Focal γ = 2.5", metacal/run/method.py) or as they are, so a
 new config never disappears from a table. The fixed-γ focal grid (configs/methods/focal2…5.yaml, a user's γ = 2.5)
 is named and ordered by its record: after Focal (γ = 1), by γ.
 """
 
 from __future__ import annotations
 
-from metacal.method import Method
+from metacal.run.method import Method
 
 METHOD_LABELS: dict[str, str] = {
     "ce": "CE",

@@ -19,9 +19,9 @@ from metacal.report.aggregate import MethodRow, aggregate, column_keys
 from metacal.report.claim import claim_markdown, oracle_per_seed, regime_sentence
 from metacal.report.comparisons import paired_csv, paired_markdown
 from metacal.report.discussion import discussion_section
-from metacal.report.machine import machine_markdown
+from metacal.machine import machine_markdown
 from metacal.report.posthoc_columns import check_calibrators, describe
-from metacal.run_layout import Run, check_one_dataset, config_get, find_runs, read_sweep_command
+from metacal.run.layout import Run, check_one_dataset, config_get, find_runs, read_sweep_command
 from metacal.report.tables import csv_table, markdown_table
 
 BIN_COUNTS = (10, 20, 50, 100, 200, 500, 1000)

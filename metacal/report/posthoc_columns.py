@@ -28,6 +28,7 @@ import math
 from typing import Sequence
 
 from metacal.posthoc import registry
+from metacal.posthoc.choice import parse_choice
 from metacal.predictions import Predictions
 
 # keys and headers the pages used before the registry existed (kept stable)
@@ -52,29 +53,23 @@ def column_header(name: str) -> str:
 
 
 ALL: tuple[str, ...] = tuple(registry.available())
+
+
+def parse_calibrators(text: str | None) -> tuple[str, ...]:
+    """The ``--calibrators`` value (metacal.posthoc.choice: ``all``, ``none`` or comma-separated names; None: the
+    report's default) → names in registry order; a one-line ValueError otherwise."""
+    names = parse_choice(text, "report")
+    return tuple(n for n in registry.available() if n in names)
+
+
 # the default columns: every calibrator fitted on predictions/val.npz alone (not perturbation TS, module docstring)
-DEFAULT: tuple[str, ...] = tuple(n for n in ALL if not registry.spec(n).needs_perturbed)
+DEFAULT: tuple[str, ...] = parse_calibrators(None)
 POSTHOC_KEYS: tuple[str, ...] = tuple(column_key(n) for n in ALL)
-
-
-def parse_calibrators(text: str) -> tuple[str, ...]:
-    """The ``--calibrators`` value: ``all``, ``none``, or comma-separated registry names → names in registry
-    order, duplicates dropped; anything else raises a one-line ValueError listing the valid names."""
-    words = [w.strip() for w in text.split(",") if w.strip()]
-    if words == ["all"]:
-        return DEFAULT
-    if words == ["none"]:
-        return ()
-    unknown = [w for w in words if w not in ALL]
-    if unknown or not words:
-        raise ValueError(f"--calibrators: unknown name(s) {', '.join(repr(w) for w in unknown) or '(none given)'}; "
-                         f"give 'all', 'none' or comma-separated names from {', '.join(ALL)}")
-    return tuple(n for n in ALL if n in words)
 
 
 def check_calibrators(names: Sequence[str] | None) -> tuple[str, ...]:
     """``names`` checked against the registry and put in registry order (None → the default columns)."""
-    return DEFAULT if names is None else parse_calibrators(",".join(names) if names else "none")
+    return parse_calibrators(None if names is None else ",".join(names) if names else "none")
 
 
 def posthoc_metrics(

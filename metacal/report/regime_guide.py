@@ -4,7 +4,7 @@ per study × regime × row × metric, with the paired differences against CE + e
 
 Per branch, the regimes of its kind on its page. In each regime the best post-hoc column is the CE + calibrator row
 with the lowest mean of the branch's metric, and the best training-time row the non-CE row (raw or + TS) with the
-lowest mean; the row beats the column when their paired 95% t-interval over seeds lies below 0. The verdict names a
+lowest mean among those resolved below it (the lowest mean of all when none is); the row beats the column when their paired 95% t-interval over seeds lies below 0. The verdict names a
 training-time row only when it beats the best post-hoc column in every regime of the branch; otherwise it names the
 post-hoc column and says where a row did win. Reads CSVs only.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -67,8 +68,9 @@ def cells(rows: list[dict[str, str]], kind: str, metric: str) -> list[Cell]:
         if not refs or not others:
             continue
         ref = min(refs, key=lambda r: _float(r["mean"]))
-        best = min(others, key=lambda r: _float(r["mean"]))
         prefix = f"vs_{ref['row']}_"
+        wins = [r for r in others if r[prefix + "resolved"] == "1" and _float(r[prefix + "mean"]) < 0]
+        best = min(wins or others, key=lambda r: _float(r["mean"]))  # a resolved win before a lower, unresolved mean
         mean, low, high = (_float(best[prefix + k]) for k in ("mean", "low", "high"))
         delta = None if not math.isfinite(mean) else (mean, low, high)
         ce = next((r for r in lines if r["row"] == "ce"), None)
@@ -93,9 +95,15 @@ def _delta(delta: tuple[float, float, float] | None, resolved: bool) -> str:
     return f"**{text}**" if resolved else text
 
 
-def verdict(found: list[Cell]) -> str:
+def short_study(study: str) -> str:
+    """A study's title without its details: "MNIST-1D MLP (4,000 training samples)" → "MNIST-1D MLP"."""
+    return re.split(r" \(|:|, ", study, maxsplit=1)[0]
+
+
+def verdict(found: list[Cell], compact: bool = False) -> str:
     """A training-time row that beats the best post-hoc column everywhere; else CE as trained when it does (the
-    post-hoc fit on these held-out labels hurts); else the post-hoc column, naming where a row won."""
+    post-hoc fit on these held-out labels hurts); else the post-hoc column, naming where a row won (``compact``:
+    with the studies' short names)."""
     winners = [c for c in found if c.resolved]
     refs = sorted(dict.fromkeys(c.reference for c in found), key=lambda r: -sum(c.reference == r for c in found))
     if winners and len(winners) == len(found) and len({c.row for c in winners}) == 1:
@@ -104,10 +112,10 @@ def verdict(found: list[Cell]) -> str:
     if all(c.raw_better for c in found):
         return ("Keep CE as trained, with no post-hoc map: fitted on these held-out labels, every post-hoc column "
                 "is resolved worse than CE itself in every regime measured here.")
-    text = f"Use {' or '.join(refs)} (a post-hoc map of the CE run, fitted on the held-out split)"
+    text = f"Use {' or '.join(refs)}" + ("" if compact else " (a post-hoc map of the CE run, fitted on the held-out split)")
     if not winners:
         return text + ": no training-time row beats the best post-hoc column by a resolved margin in any regime."
-    where = "; ".join(f"{c.row} in {c.study}, {c.regime}" for c in winners)
+    where = "; ".join(f"{c.row} in {short_study(c.study) if compact else c.study}, {c.regime}" for c in winners)
     return (text + f" — a training-time row beats it by a resolved margin in {len(winners)} of {len(found)} regimes "
             f"({where}), not in all.")
 
@@ -123,15 +131,16 @@ def branch_markdown(results: Path, link: str, page: str, name: str, compact: boo
         if not found:
             continue
         seeds = min(c.n for c in found)
+        if compact:  # one paragraph: the README keeps its size
+            lines += [f"**{title}** ([{name}]({link}/{page}.md), {what}, {seeds}+ seeds): {verdict(found, True)}", ""]
+            continue
         lines += [f"**{title}** — [{name}]({link}/{page}.md), {what} %, {seeds}+ seeds per regime:", ""]
-        if not compact:
-            lines += ["| data | regime | best post-hoc column | its value | CE as trained: Δ | best training-time "
-                      "row | its value | Δ (points) [95% CI] |", "|---|---|---|---:|---:|---|---:|---:|"]
-            lines += [f"| {c.study} | {c.regime} | {c.reference} | {_pct(c.reference_mean)} | "
-                      f"{_delta(c.raw, c.raw_better)} | {c.row} | {_pct(c.row_mean)} | {_delta(c.delta, c.resolved)} |"
-                      for c in found]
-            lines.append("")
-        lines += [verdict(found), ""]
+        lines += ["| data | regime | best post-hoc column | its value | CE as trained: Δ | best training-time "
+                  "row | its value | Δ (points) [95% CI] |", "|---|---|---|---:|---:|---|---:|---:|"]
+        lines += [f"| {c.study} | {c.regime} | {c.reference} | {_pct(c.reference_mean)} | "
+                  f"{_delta(c.raw, c.raw_better)} | {c.row} | {_pct(c.row_mean)} | {_delta(c.delta, c.resolved)} |"
+                  for c in found]
+        lines += ["", verdict(found), ""]
     return lines
 
 

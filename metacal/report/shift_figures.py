@@ -1,6 +1,6 @@
 """Figures of the shift results page: a metric against the shift severity, one line per method row (mean over
 seeds with a ±std band), in the style of :mod:`metacal.report.figures`; from the runs' per-sample files
-(:mod:`metacal.shift_samples`), risk–coverage curves at severities 0 and 3 and a reliability grid at severity 3,
+(:mod:`metacal.shift.samples`), risk–coverage curves at severities 0 and 3 and a reliability grid at severity 3,
 seeds pooled.
 
 Drawing uses matplotlib's object API (``Figure``), so no global pyplot state is touched.
@@ -121,7 +121,7 @@ def sample_figures(evaluated: Sequence, suite: str, picked: Mapping[object, str]
     every run's samples file; ``picked`` maps a seed to the grid pick's method. {} when a run has no samples file
     (evaluated before they were written)."""
     from metacal.report.labels import method_label
-    from metacal.shift_samples import load_samples, samples_path
+    from metacal.shift.samples import load_samples, samples_path
 
     paths = [samples_path(e.run.path, suite) for e in evaluated]
     if not paths or not all(p.is_file() for p in paths):

@@ -32,7 +32,6 @@ IN_DISTRIBUTION = "ce+ts"  # the in-distribution recommendation on the over-conf
 SEVERITIES = (0, 1, 2, 3, 4, 5)  # judged: the mean over these (0 = clean)
 SEVERITY = 3  # shown beside it for information: the middle of the suites' five
 SHOWN = ("ce+ts", "ce+ts_perturbed", "auto_gamma", "auto_gamma_shift")  # rows always in the block, when measured
-COMPACT_SHOWN = ("ce+ts", "ce+ts_perturbed")  # the README's rows: the recommended one against the two references
 TITLE = "When the deployment data may shift"
 
 
@@ -185,20 +184,31 @@ def page_block(page: ShiftPageNumbers, link: str, shown: Sequence[str] = SHOWN) 
     return lines + [""]
 
 
-def shift_markdown(results: str | Path, link: str, pages: Mapping[str, str],
-                   shown: Sequence[str] = SHOWN) -> list[str]:
-    """The whole block for ``pages`` (CSV stem → regime name): heading, how to read it, one verdict and table per
-    shift page (rows: the recommended
-    one, then ``shown``; the README's compact guide shows :data:`COMPACT_SHOWN`)."""
+def shift_markdown(results: str | Path, link: str, pages: Mapping[str, str], shown: Sequence[str] = SHOWN,
+                   compact: bool = False) -> list[str]:
+    """The whole block for ``pages`` (CSV stem → regime name): heading, the rule, one verdict and table per shift
+    page (rows: the recommended one, the lowest mean, then ``shown``); ``compact`` (the README): the verdicts alone,
+    with the mean ECE of CE + TS and of the lowest row."""
     if not pages:
         return []
-    lines = [f"**{TITLE}** — the severity of a shift is unknown, so each row is judged by its test ECE averaged over "
-             "severities 0–5 (0 = clean) of the suites' held-out families, and a row other than CE + TS is "
-             "recommended only when it is resolved better than CE + TS on that mean. (ECE %, means over the families "
-             f"and seeds; Δ in points, paired over seeds with a {100 * LEVEL:g}% interval that is never narrower than "
-             "the exact one, **bold** when resolved; perturbation TS is fitted on validation perturbed by the suite's "
-             "other families.)", ""]
+    rule = ("the severity of a shift is unknown, so each row is judged by its test ECE averaged over severities 0–5 "
+            "(0 = clean) of the suites' held-out families, and a row other than CE + TS is recommended only when it "
+            "is resolved better than CE + TS on that mean")
+    if compact:
+        lines = [f"**{TITLE}** — {rule} (full tables: the method guide):", ""]
+        for stem, name in pages.items():
+            page = load_shift_page(results, stem, name)
+            lowest = min((m for m in page.labels if math.isfinite(mean_ece(page, m))),
+                         key=lambda m: (mean_ece(page, m), m))
+            verdict = page_block(page, link, ())[0]
+            lines.append(f"- {verdict} Mean ECE: CE + TS {_pct(mean_ece(page, IN_DISTRIBUTION))}%"
+                         + ("" if lowest == IN_DISTRIBUTION else
+                            f", {page.labels[lowest]} {_pct(mean_ece(page, lowest))}% ({_mean_delta(page, lowest)})")
+                         + ".")
+        return lines + [""]
+    lines = [f"**{TITLE}** — {rule}. (ECE %, means over the families and seeds; Δ in points, paired over seeds with a "
+             f"{100 * LEVEL:g}% interval that is never narrower than the exact one, **bold** when resolved; "
+             "perturbation TS is fitted on validation perturbed by the suite's other families.)", ""]
     for stem, name in pages.items():
         lines += page_block(load_shift_page(results, stem, name), link, shown)
     return lines
-

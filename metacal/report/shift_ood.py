@@ -14,8 +14,8 @@ from typing import Sequence
 from metacal.report.aggregate import MethodRow
 from metacal.report.labels import method_label, method_order
 from metacal.report.shift_rows import OOD, OOD_METRICS, key, leaf
-from metacal.run_layout import find_runs, read_json, read_sweep_command
-from metacal.shift_eval import OUT_DIR
+from metacal.run.layout import find_runs, read_json, read_sweep_command
+from metacal.shift.evaluate import OUT_DIR
 
 
 def parse_ood_sweep(text: str) -> tuple[Path, str]:

@@ -28,7 +28,7 @@ import numpy as np
 from metacal.report.aggregate import MethodRow
 from metacal.report.discussion import discussion_section
 from metacal.report.paired import LEVEL, compare, interval_text
-from metacal.run_layout import SWEEP_COMMAND_FILE, find_runs, read_sweep_command
+from metacal.run.layout import SWEEP_COMMAND_FILE, find_runs, read_sweep_command
 from metacal.writable import page_problem
 from metacal.report.shift_figures import sample_figures
 from metacal.report.shift_guide import paired_csv
@@ -213,7 +213,7 @@ def build_shift_page(root: str | Path, suite: str, out: str | Path, ood: str | N
               "seeds, in % (NLL in nats, Brier as a sum over classes); every family mean is computed here from the "
               f"per-family cells of each run's shift/{suite}.json. Raw = the network's softmax; + TS = temperature "
               "scaling fitted by NLL on clean validation; CE + perturbation TS and CE + ensemble TS as in "
-              "metacal/shift_eval.py.", ""]
+              "metacal/shift/evaluate.py.", ""]
     if left_out:
         lines += [f"Not on this page (`--methods`): {', '.join(left_out)}, whose runs are in `{root}` but were left "
                   "out of the report.", ""]

@@ -3,7 +3,7 @@
 
 Per run, every metric of a column (``uncalibrated``, ``ts_nll``, ``ts_perturbed``, ``ets``) is averaged over the
 suite's families at each severity — over all families and over the held-out ones (those perturbation TS never
-saw) — from the file's per-family cells (:func:`metacal.shift_eval.mean_of`); severity 0 is the clean test set.
+saw) — from the file's per-family cells (:func:`metacal.shift.evaluate.mean_of`); severity 0 is the clean test set.
 Rows (:class:`metacal.report.aggregate.MethodRow`, seeds as keys of ``per_run``, so the paired statistics of
 :mod:`metacal.report.paired` apply): each method raw and + TS; CE + perturbation TS and CE + ensemble TS; the
 per-seed grid pick of :func:`metacal.report.comparisons.grid_pick` (lowest validation ECE among CE and the
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from metacal.method import Method
+from metacal.run.method import Method
 from metacal.report.aggregate import MethodRow, mean_std
 from metacal.report.comparisons import grid_pick
 from metacal.report.labels import method_label, method_order
-from metacal.run_layout import Run, check_one_dataset, find_runs, read_json
-from metacal.shift_eval import OUT_DIR, mean_of
+from metacal.run.layout import Run, check_one_dataset, find_runs, read_json
+from metacal.shift.evaluate import OUT_DIR, mean_of
 
 OVERS = ("all", "held_out")
 # the metrics of a cell kept on the page and in its CSV; after a dot: the entry of a nested summary dict
@@ -167,7 +167,7 @@ def method_rows(evaluated: Sequence[Evaluated]) -> tuple[list[MethodRow], dict[A
     rows, raw = [], []
     for method in sorted(by_method, key=lambda m: method_order(m, by_method[m][0].run.spec)):
         group = by_method[method]
-        spec = group[0].run.spec  # what the runs trained: the grid pick reads it (metacal/method.py)
+        spec = group[0].run.spec  # what the runs trained: the grid pick reads it (metacal/run/method.py)
         label = method_label(method, spec)
         raw.append(_row(method, label, group, "uncalibrated", spec))
         rows += [raw[-1], _row(f"{method}+ts", f"{label} + TS", group, "ts_nll")]

@@ -1,6 +1,6 @@
 """Run a grid of training configs × seeds with the trainer; finished runs are skipped, interrupted ones resumed.
 
-A run is finished when its metrics.json says "finished": true (metacal/run_layout.py); it is resumed
+A run is finished when its metrics.json says "finished": true (metacal/run/layout.py); it is resumed
 (--resume) when it has checkpoints/, restarted (--overwrite) when its directory is non-empty without
 checkpoints (it died before the first one), started otherwise.
 
@@ -33,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
-from metacal.run_layout import SWEEP_COMMAND_FILE
+from metacal.run.layout import SWEEP_COMMAND_FILE
 from metacal.sweep.plan import (PlannedRun, RunOutcome, default_train_cmd, execute_plan, format_plan, plan_sweep,
                                 split_shared_bases)
 

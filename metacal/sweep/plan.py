@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from metacal.run_layout import has_checkpoints, is_finished
+from metacal.run.layout import has_checkpoints, is_finished
 
 ACTIONS = ("skip", "resume", "restart", "start")
 # After a Ctrl-C, the seconds the sweep waits for its trainers to stop by themselves (a terminal's Ctrl-C reaches

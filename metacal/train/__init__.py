@@ -24,7 +24,7 @@ from .checkpoint import CheckpointError
 from .config import Config, ConfigError, load_config
 from .loop import RunResult, TrainingDivergedError, make_accelerator, train
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
-from metacal.run_layout import RunPaths
+from metacal.run.layout import RunPaths
 
 from .run_dir import prepare_run_dir
 

@@ -37,7 +37,7 @@ from .compat import checkpoint_to_resume, saved_config
 from .config import ConfigError, load_config, to_dict, to_yaml
 from .out_of_memory import EXIT_OUT_OF_MEMORY, OutOfDeviceMemory
 from .preemption import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted, handle_stop_signals
-from metacal.run_layout import RunPaths
+from metacal.run.layout import RunPaths
 
 from .run_dir import default_run_dir, remove_if_empty, shared_run_dir
 from .run_summary import finished_note

@@ -1,10 +1,10 @@
 """May this config continue that checkpoint? Compare the resolved configs before loading anything.
 
-Keys that fix the architecture or the saved state (model, number of classes, loss and its state, meta
-learner, γ-Net, optimiser types and parameter groups — frozen prefixes, backbone lr scale —, schedule type,
-data split, seed, precision) must equal the checkpoint's; a resume
-with ``--set`` changes to them is refused with one message naming the key. Keys that only steer the
-rest of the run (epochs, milestones, learning rates, logging, eval …) may change. A checkpoint taken
+Keys that fix the architecture or the saved state (model, number of classes, loss and its state, learner and the
+keys of its section that its spec names — the γ-Net, the meta optimiser and batch —, optimiser types and parameter
+groups — frozen prefixes, backbone lr scale —, schedule type, data split, seed, precision) must equal the
+checkpoint's; a resume with ``--set`` changes to them is refused with one message naming the key. Keys that only
+steer the rest of the run (epochs, milestones, learning rates, logging, eval …) may change. A checkpoint taken
 mid-epoch also fixes the batch size and the step cap (they decide which batches remain in the epoch).
 """
 
@@ -16,15 +16,18 @@ from typing import Any
 
 import yaml
 
+from metacal.meta import LEARNERS, learner_spec
+from metacal.run.layout import RunPaths
+from metacal.run.renamed_keys import upgrade_saved
 from metacal.wording import current
 
 from .checkpoint import CONFIG, MANIFEST, CheckpointError, find_latest, no_checkpoint_message
-from .config import Config, ConfigError, build_config, flatten, learner_section, to_dict
-from .renamed_keys import upgrade_saved
+from .config import Config, ConfigError, build_config, flatten, to_dict
 
+#: the keys that fix the saved state; after ``learner`` come those of the run's learner's section (its spec's ``fixed``)
 FIXED = ("data.name", "data.options", "data.seed", "model.name", "model.options", "model.freeze", "loss.name",
-         "loss.params", "learner", "meta.gamma_net", "meta.optimizer", "meta.batch_size",
-         "optim.name", "optim.backbone_lr_scale", "schedule.name", "run.seed", "run.mixed_precision")
+         "loss.params", "learner", "optim.name", "optim.backbone_lr_scale", "schedule.name", "run.seed",
+         "run.mixed_precision")
 FIXED_MID_EPOCH = ("data.batch_size", "run.max_steps_per_epoch")
 
 
@@ -44,12 +47,20 @@ def parse_saved_config(text: str, where: str) -> Config:
         raise CheckpointError(f"the config saved in {where} is unreadable ({' '.join(str(err).split())})") from None
 
 
+def fixed_keys(learner: str | None) -> tuple[str, ...]:
+    """:data:`FIXED` with the keys of ``learner``'s section that fix its saved state (a learner's section is unused
+    by the other learners)."""
+    at = FIXED.index("learner") + 1
+    own = ()
+    if learner is not None and learner in LEARNERS:
+        spec = learner_spec(learner)
+        own = tuple(f"{spec.section}.{key}" for key in spec.fixed)
+    return FIXED[:at] + own + FIXED[at:]
+
+
 def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) -> None:
     """Raise :class:`CheckpointError` if ``cfg`` cannot continue a checkpoint made with ``saved``."""
-    reads = learner_section(saved.learner)  # a learner's section is unused by the other learners
-    keys = tuple(k for k in FIXED if k.partition(".")[0] not in ("meta", "auto") or k.partition(".")[0] == reads)
-    if saved.learner != "gamma_net":
-        keys = tuple(k for k in keys if k != "meta.gamma_net")
+    keys = fixed_keys(saved.learner)
     if mid_epoch:
         keys = keys + FIXED_MID_EPOCH
     old, new = flatten(to_dict(saved)), flatten(to_dict(cfg))
@@ -63,8 +74,6 @@ def check_compatible(saved: Config, cfg: Config, mid_epoch: bool, where: str) ->
 
 def checkpoint_to_resume(root: Path) -> Path:
     """The newest complete checkpoint of run directory ``root``; FileNotFoundError naming what is missing."""
-    from metacal.run_layout import RunPaths
-
     if not root.is_dir():
         raise FileNotFoundError(f"cannot resume: run directory {root} does not exist")
     latest = find_latest(RunPaths(root).checkpoints)
@@ -75,8 +84,6 @@ def checkpoint_to_resume(root: Path) -> Path:
 
 def saved_config(root: Path, latest: Path) -> Config:
     """The resolved config a resume of ``root`` continues: the checkpoint ``latest``'s own, else the run's."""
-    from metacal.run_layout import RunPaths
-
     path = latest / CONFIG if (latest / CONFIG).is_file() else RunPaths(root).config
     return parse_saved_config(path.read_text(), str(path))
 

@@ -8,36 +8,22 @@ become one ConfigError line naming the config section (:func:`construct`). Unkno
 full list is); missing data raises :class:`metacal.data.DataNotFoundError`.
 
 The iteration is a :class:`~metacal.meta.PlainStep`, or the learner that ``learner`` names in the registry
-:data:`metacal.meta.LEARNERS` (one's own too); built in:
-
-* ``gamma_net`` (FLγ-SECE / FLγ-DECE, Wang & Golebiowski 2024): per-sample γ = GammaNet(features) with
-  ``num_heads`` = number of classes (their §4.1); the inner loss is the configured focal-family loss.
-* ``loss`` (CE-SECE / CE-DECE, Bohdal et al. 2023): the loss's own ``meta_parameters()`` (``ce_learnable_l2``).
-* ``auto``: one scalar of the loss set by root-finding on the held-out calibration gap (:mod:`metacal.meta.auto`,
-  which also owns its section ``auto``, :class:`~metacal.meta.auto.AutoSettings`).
-
-The meta objective is ``metacal.objectives.build(meta.objective, **meta.objective_params)`` on a stream of
-meta-validation batches (each process reads its own slice of the global batch); a meta-val split smaller than
-``meta.batch_size`` gives batches of the whole split, with a one-line warning (:func:`meta_batch_size`).
+:data:`metacal.meta.LEARNERS` (built in or one's own): its spec's build function, given its section as its own
+dataclass (metacal/meta/learners.py); a ValueError it raises is one ConfigError line. The trainer names no learner.
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import torch
 from accelerate import Accelerator
 from torch import nn
-from torch.utils.data import ConcatDataset
 
-from metacal import objectives
-from metacal.data.loaders import InfiniteLoader
-from metacal.data.shift_suites import shifted_held_out
-from metacal.meta import LEARNERS, META_OPTIMIZERS, GammaNet, MetaLearner, PlainStep, Stepper
-from metacal.meta.auto import AutoScalar, build_finder
-from metacal.registry import UnknownNameError
+from metacal.meta import BuildContext, PlainStep, Stepper, learner_spec
+from metacal.meta.learners import global_batch
+from metacal.registry import keyed
 from metacal.wording import current, speaking
 
 from .config import Config, ConfigError
@@ -65,16 +51,13 @@ def check_buildable(cfg: Config, how: str = "metacal.fit(model, train, ...)") ->
 
 def construct(section: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Call a constructor; bad parameters → ConfigError('<section>: <reason>') (just the reason when ``section``
-    is empty: a message that names its config keys itself)."""
+    is empty: a message that names its config keys itself), :func:`metacal.registry.keyed` as a ConfigError."""
     try:
-        return fn(*args, **kwargs)
-    except UnknownNameError:
-        raise
-    except (TypeError, ValueError) as err:
+        return keyed(section, fn, *args, **kwargs)
+    except ValueError as err:
         if isinstance(err, FileNotFoundError):
             raise
-        reason = " ".join(str(err).split())
-        raise ConfigError(f"{section}: {reason}" if section else reason) from None
+        raise ConfigError(str(err)) from None
 
 
 def build_data(cfg: Config):
@@ -182,24 +165,6 @@ def make_loader_of(cfg: Config, split: Any) -> Any:
                        batched=d.batched)
 
 
-def meta_batch_size(cfg: Config, meta_val_size: int, processes: int, warn: bool = True) -> int:
-    """The per-process meta batch: ``meta.batch_size`` split over the processes, clamped to each process's share
-    of the meta-val split (a warning on stderr when ``warn``); ConfigError when a process would get none."""
-    per_process = meta_val_size // processes
-    if per_process == 0:
-        raise ConfigError(f"the meta step needs meta-validation samples, one per process at least ({processes}), but "
-                          f"the meta-val split has {meta_val_size}; give it a share with data.options.split "
-                          "(train, val, meta_val fractions; default [0.8, 0.1, 0.1]) and no data.options.fold_meta_val")
-    batch = cfg.meta.batch_size // processes
-    if batch > per_process:
-        if warn:
-            print(f"warning: meta.batch_size {cfg.meta.batch_size} is larger than the meta-val split "
-                  f"({meta_val_size} samples); using meta batches of {per_process * processes}", file=sys.stderr,
-                  flush=True)
-        batch = per_process
-    return batch
-
-
 def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module,
                optimizer: Any, bundle: Any, steps_per_epoch: int) -> Stepper:
     """The iteration of this run; ``model``/``optimizer`` are the accelerator-prepared ones."""
@@ -207,68 +172,22 @@ def build_step(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn:
     if cfg.learner is None:
         head = raw.classifier if loss_fn.needs_head_params else None  # fixed learnable-L2 coefficients
         return PlainStep(model, loss_fn, optimizer, backward=accelerator.backward, head=head)
-    build = LEARNERS.get(cfg.learner)  # an unknown name: one line with the closest learners
-    return build(cfg, accelerator, model, loss_fn, optimizer, bundle, steps_per_epoch)
+    spec = learner_spec(cfg.learner)  # an unknown name: one line with the closest learners
+    context = BuildContext(cfg.learner, getattr(cfg, spec.section), cfg, accelerator, model, loss_fn, optimizer,
+                           bundle, steps_per_epoch)
+    return construct("", spec.build, context)
 
 
-@LEARNERS.register("gamma_net")
-@LEARNERS.register("loss")
-def build_meta(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module, optimizer: Any,
-               bundle: Any, steps_per_epoch: int) -> MetaLearner:
-    """learner gamma_net (the γ-Net's parameters) or loss (the loss's own meta-parameters): a hypergradient
-    step of them after every backbone step."""
-    raw = accelerator.unwrap_model(model)
-    m = cfg.meta
-    if cfg.run.mixed_precision == "fp16":
-        raise ConfigError(f"learner {cfg.learner} with run.mixed_precision=fp16 is not supported (the meta step's "
-                          "SGD update bypasses the fp16 grad scaler); use bf16 or no")
-    if m.backend == "head" and not getattr(raw, "features_are_head_input", True):
-        raise ConfigError("meta.backend=head differentiates the head applied to the features, but model.options."
-                          "feature_layer makes the features another layer's output; use backend jvp or higher")
-    objective = construct(f"meta.objective_params ({m.objective})", objectives.build, m.objective,
-                          **m.objective_params)
-    net: GammaNet | None = None  # the γ-Net (learner gamma_net); the loss's coefficients otherwise
-    if cfg.learner == "gamma_net":
-        net = construct(
-            "meta.gamma_net", GammaNet, feature_dim=int(raw.feature_dim),
-            **{"num_heads": int(bundle.num_classes), **m.gamma_net}).to(accelerator.device)
-        shape = [net.attention, net.weight]
-        meta_params = [{"params": [net.bias]}, {"params": shape, "lr": m.lr * m.shape_lr_scale}]
-    else:
-        meta_params = [p for p in loss_fn.meta_parameters() if p.requires_grad]
-        if not meta_params:
-            raise ConfigError(f"learner loss needs a loss with meta-parameters (ce_learnable_l2); "
-                              f"loss '{cfg.loss.name}' has none")
-    meta_optimizer = META_OPTIMIZERS[m.optimizer](meta_params, lr=m.lr, weight_decay=m.weight_decay)
-    n = accelerator.num_processes
-    batch = meta_batch_size(cfg, len(bundle.meta_val), n, warn=accelerator.is_main_process)
-    meta_val = construct("meta.batch_size", InfiniteLoader, bundle.meta_val, batch,
-                         seed=cfg.run.seed, rank=accelerator.process_index, world_size=n, batched=cfg.data.batched)
-    return construct(
-        "meta", MetaLearner, raw, optimizer, objective, gamma_net=net, loss=loss_fn, backend=m.backend,
-        meta_optimizer=meta_optimizer, meta_val=meta_val, ce_weight=m.ce_weight, every=m.every,
-        max_grad_norm=m.max_backbone_grad_norm, max_meta_grad_norm=m.max_meta_grad_norm,
-        backward=accelerator.backward, forward_model=model, horizon=m.horizon,
-        horizon_decay=m.horizon_decay, autocast=accelerator.autocast)
-
-
-@LEARNERS.register("auto")
-def build_auto(cfg: Config, accelerator: Accelerator, model: nn.Module, loss_fn: nn.Module, optimizer: Any,
-               bundle: Any, steps_per_epoch: int) -> AutoScalar:
-    """learner auto: plain steps of the loss with its confidence scalar found by root-finding (section auto)."""
-    settings = cfg.auto
-    finder, measure_on = construct("", build_finder, settings, loss_fn, cfg.loss.name)
-    n = accelerator.num_processes
-    parts = [construct("auto.measure_on", shifted_held_out, bundle, split.removesuffix("_shifted"),
-                       cfg.run.seed) if split.endswith("_shifted") else getattr(bundle, split)
-             for split in measure_on]
-    measured = parts[0] if len(parts) == 1 else ConcatDataset(parts)
-    return construct(
-        "auto", AutoScalar, model, loss_fn, optimizer, measured, finder, loss_fn.confidence_knob,
-        steps_per_epoch=steps_per_epoch, updates_per_epoch=int(settings.updates_per_epoch), sample=settings.sample,
-        batch_size=max(1, cfg.data.eval_batch_size // n), seed=cfg.run.seed, rank=accelerator.process_index,
-        world_size=n, backward=accelerator.backward, measure_model=accelerator.unwrap_model(model),
-        measured_on=measure_on)
+def check_global_batches(cfg: Config, processes: int) -> None:
+    """ConfigError unless every global batch (``data.batch_size``, ``data.eval_batch_size`` and the learner's own,
+    e.g. ``meta.batch_size``) divides among the processes."""
+    batches = {"data.batch_size": cfg.data.batch_size, "data.eval_batch_size": cfg.data.eval_batch_size}
+    if (own := global_batch(cfg)) is not None:
+        batches[own[0]] = own[1]
+    if any(size % processes for size in batches.values()):
+        named = [f"{key} ({size})" for key, size in batches.items()]
+        raise ConfigError(f"{', '.join(named[:-1])} and {named[-1]} are global batches and must be divisible by the "
+                          f"number of processes ({processes})")
 
 
 @dataclass
@@ -289,15 +208,11 @@ def build_parts(cfg: Config, accelerator: Accelerator, bundle: Any = None, model
                 load_checkpoint: bool = True) -> Parts:
     """Every object of the run, in a fixed order (the seeded initialisations depend on it); ``bundle`` / ``model``
     given from Python (:func:`metacal.fit`) are used as they are (``model.checkpoint`` and ``model.freeze`` apply)."""
-    n = accelerator.num_processes
-    if cfg.data.batch_size % n or cfg.data.eval_batch_size % n or (cfg.learner is not None and cfg.meta.batch_size % n):
-        raise ConfigError(f"data.batch_size ({cfg.data.batch_size}), data.eval_batch_size "
-                          f"({cfg.data.eval_batch_size}) and meta.batch_size ({cfg.meta.batch_size}) are global "
-                          f"batches and must be divisible by the number of processes ({n})")
+    check_global_batches(cfg, accelerator.num_processes)
     if bundle is None or model is None:
         check_buildable(cfg)
     if cfg.learner is not None:
-        LEARNERS.get(cfg.learner)  # an unknown learner stops the run before the data is read
+        learner_spec(cfg.learner)  # an unknown learner stops the run before the data is read
     bundle = build_data(cfg) if bundle is None else bundle
     model = build_model(cfg, bundle, load_checkpoint=load_checkpoint, model=model)
     loss_fn = build_loss(cfg, model, bundle.num_classes).to(accelerator.device)

@@ -12,8 +12,8 @@ dataset: ``configs/<dataset>/<method>.yaml`` with no file of that name is compos
 ``model.options`` …) are handed to the component's constructor, which validates them.
 
 Defaults follow Wang & Golebiowski 2024 §4 (docs/conventions.md#data-splits): SGD lr 0.1, momentum 0.9, wd 5e-4, batch
-128, 350 epochs, lr ×0.1 at epochs 150 and 250, selection by best validation error; meta-optimiser
-Adam (Bohdal et al.'s meta-calibration code) with lr 1e-4, not their 1e-3 (see ``MetaConfig.lr``).
+128, 350 epochs, lr ×0.1 at epochs 150 and 250, selection by best validation error; a learner's section has the
+defaults of its own dataclass (the meta step's: metacal/meta/settings.py).
 """
 
 from __future__ import annotations
@@ -27,19 +27,18 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from metacal.meta import META_OPTIMIZERS
-from metacal.meta.learner import BACKENDS, HORIZONS
+from metacal.meta.learners import LEARNERS, learner_section, learner_sections, settings_fact
 from metacal.metrics.bootstrap import METHODS as CI_METHODS
 from metacal.registry import unknown_name
+from metacal.run.renamed_keys import check_renamed, upgrade_saved
 from metacal.train.epoch_eval import SELECT_BY
 from metacal.train.optim import OPTIMIZERS
 from metacal.train.schedules import SCHEDULES
 from metacal.train.yaml_loader import load_yaml
-from metacal.train.renamed_keys import check_renamed, upgrade_saved
 from metacal.train.value_ranges import out_of_range
 from metacal.train.schema import (  # noqa: F401  (re-exported: the schema is part of this API)
-    Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, MetaConfig, ModelConfig, OptimConfig,
-    RunConfig, ScheduleConfig, learner_section,
+    Config, DataConfig, EvalConfig, LoggingConfig, LossConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig,
+    config_class,
 )
 
 
@@ -48,12 +47,10 @@ class ConfigError(ValueError):
 
 
 # The allowed values of the keys that name a fixed choice, each list asked from the module that owns it (add a
-# schedule there and the config accepts it). Names in a registry (data, model, loss, objective, learner) are
-# checked by the registry when the run is built (metacal/train/components.py).
+# schedule there and the config accepts it); a learner's section declares its own (its dataclass's CHOICES,
+# metacal/meta/learners.py). Names in a registry (data, model, loss, objective, learner) are checked by the
+# registry when the run is built (metacal/train/components.py).
 CHOICES = {
-    "meta.backend": tuple(BACKENDS),
-    "meta.horizon": HORIZONS,
-    "meta.optimizer": tuple(META_OPTIMIZERS),
     "optim.name": OPTIMIZERS,
     "schedule.name": SCHEDULES,
     "eval.select_by": SELECT_BY,
@@ -177,17 +174,26 @@ def _get(cfg: Config, key: str) -> Any:
     return getattr(getattr(cfg, section), name)
 
 
+def choices() -> dict[str, tuple[Any, ...]]:
+    """Every choice key and its allowed values, in the config's order: each learner section's own, then
+    :data:`CHOICES`."""
+    own = {f"{section}.{key}": tuple(valid) for section, kind in learner_sections().items()
+           for key, valid in settings_fact(kind, "CHOICES", {}).items()}
+    return {**own, **CHOICES}
+
+
 def build_config(data: dict[str, Any] | DictConfig, overrides: list[str] = ()) -> Config:
     """Validate a merged config against the schema, the choice lists and the number ranges
     (metacal/train/value_ranges.py) and return the typed :class:`Config`; ``overrides``: the dotted ones merged
     into ``data``, each refused where the run does not read it (:func:`check_section_overrides`)."""
     try:
         node = data if isinstance(data, DictConfig) else OmegaConf.create(data)
-        for section in (f.name for f in dataclasses.fields(Config) if f.name != "learner"):
+        schema = config_class()
+        for section in (f.name for f in dataclasses.fields(schema) if f.name != "learner"):
             # OmegaConf's error for `optim: 3` names the section's type but not the key
             if section in node and not isinstance(node[section], DictConfig):
                 raise ConfigError(f"config key '{section}' must be a mapping of its keys; got {node[section]!r}")
-        cfg: Config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), node))  # type: ignore
+        cfg: Config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))  # type: ignore
     except ConfigKeyError as err:
         raise ConfigError(_unknown_key(err)) from None
     except MissingMandatoryValue as err:
@@ -195,7 +201,7 @@ def build_config(data: dict[str, Any] | DictConfig, overrides: list[str] = ()) -
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or "?"
         raise ConfigError(f"invalid value for config key '{key}': {_first_line(err)}") from None
-    for key, valid in CHOICES.items():
+    for key, valid in choices().items():
         if (value := _get(cfg, key)) not in valid:
             raise ConfigError(f"config key '{key}': {unknown_name('value', value, valid)}")
     check_section_overrides(cfg, overrides)  # before the ranges: a value that would do nothing is refused as such
@@ -206,12 +212,14 @@ def build_config(data: dict[str, Any] | DictConfig, overrides: list[str] = ()) -
 
 
 def check_fine_tuning(cfg: Config) -> None:
-    """The optimiser keys that no single range covers (docs: configs/README.md, "Fine-tuning"; the numbers' ranges:
-    value_ranges.py); the schedule checks its own (schedules.py)."""
+    """What the run's learner refuses in the rest of the config (its section's ``config_problem``: the meta step takes
+    SGD only), and the optimiser keys that no single range covers (docs: configs/README.md, "Fine-tuning"; the
+    numbers' ranges: value_ranges.py); the schedule checks its own (schedules.py)."""
     o = cfg.optim
-    if learner_section(cfg.learner) == "meta" and o.name != "sgd":
-        raise ConfigError(f"optim.name={o.name} cannot be used with learner {cfg.learner}: its meta step differentiates "
-                          "through torch.optim.SGD's update (metacal/meta/sgd_lookahead.py); use optim.name=sgd")
+    section = learner_section(cfg.learner)
+    refuses = settings_fact(getattr(cfg, section), "config_problem") if section else None
+    if refuses is not None and (message := refuses(cfg)):
+        raise ConfigError(message)
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise ConfigError(f"optim.betas must be two numbers in [0, 1); got {list(o.betas)}")
 
@@ -237,19 +245,32 @@ def load_config(path: str | Path | None, overrides: list[str] = (), base: dict[s
 
 def load_saved_config(path: str | Path) -> Config:
     """A run directory's config.yaml as the current keys read it (saved before a key moved: translated,
-    metacal/train/renamed_keys.py); one ConfigError line when it is not valid YAML or not a config."""
+    metacal/run/renamed_keys.py; the section of a learner not registered here set aside, :func:`without_foreign`);
+    one ConfigError line when it is not valid YAML or not a config."""
     node = _read_yaml(Path(path))
-    return build_config(upgrade_saved(OmegaConf.to_container(node)))  # type: ignore[arg-type]
+    return build_config(without_foreign(upgrade_saved(OmegaConf.to_container(node))))  # type: ignore[arg-type]
+
+
+def without_foreign(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config without the sections this process has no dataclass for, when the run's learner is one of one's
+    own not registered here: loading, evaluating or reporting the finished run needs no learner."""
+    if saved.get("learner") is None or saved["learner"] in LEARNERS:
+        return saved
+    known = {f.name for f in dataclasses.fields(config_class())}
+    return {key: value for key, value in saved.items() if key in known or not isinstance(value, dict)}
 
 
 def check_section_overrides(cfg: Config, overrides: list[str]) -> None:
-    """An override of a learner's section (``meta.*``, ``auto.*``) that this run's learner does not read would do
-    nothing: refused. Keys in files stay allowed, since a dataset's base.yaml shares its settings with every method."""
+    """An override of a learner's section (``meta.*``, ``auto.*``, one's own) that this run's learner does not read
+    would do nothing: refused. Keys in files stay allowed, since a dataset's base.yaml shares its settings with every
+    method. A learner not registered here is reported when the run is built."""
+    if cfg.learner is not None and cfg.learner not in LEARNERS:
+        return
     reads = learner_section(cfg.learner)
     for item in overrides:
         key = split_override(item)[0]
         section = key.split(".")[0]
-        if section in ("meta", "auto") and section != reads:
+        if section in learner_sections() and section != reads:
             why = ("this run has no learner (learner is null: plain training); drop it, or set learner"
                    if reads is None else f"learner {cfg.learner} reads the section {reads}, not {section}")
             raise ConfigError(f"override {key!r} has no effect: {why}")

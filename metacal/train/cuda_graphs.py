@@ -36,7 +36,8 @@ from typing import Any, Callable, Hashable, Iterator, Mapping
 import torch
 from torch import nn
 
-from metacal.meta import MetaLearner, PlainStep, StepResult, Stepper
+from metacal.meta import MetaLearner, PlainStep, StepResult, Stepper, learner_spec
+from metacal.meta.learners import settings_fact
 
 #: eager iterations of a new key before it is captured
 WARMUP = 3
@@ -66,15 +67,12 @@ def graph_problem(cfg: Any, device: torch.device, processes: int, model: nn.Modu
     if not labels_checked:
         return ("run.cuda_graphs needs every train and meta-val label known in [0, K) before training (the "
                 "per-batch range check reads the labels to the host); this data does not list its targets")
-    if cfg.learner in ("gamma_net", "loss"):
-        if cfg.meta.horizon != "step":
-            return f"run.cuda_graphs does not replay meta.horizon {cfg.meta.horizon}; use meta.horizon step"
-        if cfg.meta.max_backbone_grad_norm is not None:
-            return ("run.cuda_graphs does not replay a meta step with meta.max_backbone_grad_norm (the clipping "
-                    "factor is read to the host)")
-        if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
-            return ("run.cuda_graphs does not replay a meta step of a network with dropout (the JVP pass repeats "
-                    "the real forward's masks by restoring the RNG state, which a graph bakes in)")
+    if cfg.learner is not None:
+        spec = learner_spec(cfg.learner)
+        if not spec.capturable:
+            return f"run.cuda_graphs does not replay the steps of learner {cfg.learner} (its spec is not capturable)"
+        problem = settings_fact(getattr(cfg, spec.section), "graph_problem")
+        return problem(model) if problem is not None else None
     return None
 
 

@@ -3,8 +3,8 @@
 Every iteration adds "is the loss / meta objective / γ finite?" to a small device tensor (no host read, so the
 CPU never waits for the accelerator); :meth:`FiniteWatch.check` reads it — before every checkpoint, before an
 update of the automatic scalar, at the end of the epoch — and raises
-:class:`~metacal.train.setup.TrainingDivergedError` naming the FIRST iteration that went non-finite, so a run
-stops with the same message, and nothing saved after the bad value, as when every iteration was checked.
+:class:`TrainingDivergedError` naming the FIRST iteration that went non-finite, so a run stops with the same
+message, and nothing saved after the bad value, as when every iteration was checked.
 
 The target range is checked once per run instead (:func:`labels_in_range`): the steps then skip their per-batch
 check, a host read per batch."""
@@ -17,6 +17,11 @@ import torch
 from accelerate import Accelerator
 
 from metacal.distributed import sum_over_processes
+
+
+class TrainingDivergedError(RuntimeError):
+    """A non-finite loss, meta objective or γ: the run stops, the last good checkpoint stays."""
+
 
 #: What an iteration reports and the watch checks, in the message's order.
 WATCHED = ("loss", "meta_objective", "gamma")
@@ -47,8 +52,6 @@ class FiniteWatch:
     def check(self, accelerator: Accelerator, where: Callable[[int], str], here: str) -> None:
         """Raise if a noted value was non-finite (on any process): the message names the first such global step
         through ``where(step)``; ``here`` names the current point when only another process saw one."""
-        from .setup import TrainingDivergedError  # setup builds the run with this module's labels_in_range
-
         steps = self.first_bad.tolist() if self.first_bad is not None else [-1] * len(WATCHED)
         bad = [s for s in steps if s > 0]
         first = min(bad) if bad else 0

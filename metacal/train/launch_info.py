@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from metacal.atomic_io import write_text_atomic
+from metacal.machine import cpu_kernels, cpu_model
 
 RUNTIME_JSON = "runtime.json"
 _COUNT_FLAGS = ("--num_processes", "--num-processes")
@@ -131,8 +132,6 @@ def record(path: Path, info: Mapping[str, Any], resumed: bool) -> None:
     """Append this start (first run or resume) to ``runtime.json``: ``{"sessions": [...]}``, newest last."""
     import accelerate
     import torch
-
-    from metacal.report.machine import cpu_kernels, cpu_model
 
     sessions: list = []
     try:

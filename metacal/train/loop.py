@@ -42,10 +42,10 @@ from metacal.distributed import mean_over_processes
 from metacal.meta import StepResult
 
 from metacal.objectives._inputs import targets_in_range
-from metacal.run_layout import RunPaths
+from metacal.run.layout import RunPaths
 
 from . import preemption
-from .finite_watch import FiniteWatch
+from .finite_watch import FiniteWatch, TrainingDivergedError
 from .out_of_memory import naming_batch_sizes
 from .train_state import EpochProgress, host_values
 from .config import Config
@@ -54,7 +54,7 @@ from .outputs import epoch_line, finalize, reliability_figure
 from .regime import with_truth
 from .run_dir import clear_run_dir
 from .run_summary import end_of_run_summary
-from .setup import RunResult, TrainingRun, TrainingDivergedError, make_accelerator, setup
+from .setup import RunResult, TrainingRun, make_accelerator, setup
 
 __all__ = ["train", "RunResult", "TrainingDivergedError", "make_accelerator"]
 

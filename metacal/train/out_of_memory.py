@@ -2,7 +2,7 @@
 setting to lower, instead of torch's traceback; nothing is saved, so the last checkpoint stays as it was.
 
 The command line exits with :data:`EXIT_OUT_OF_MEMORY` (metacal/train/cli.py). A training step holds
-``data.batch_size`` samples per process (and a meta step also ``meta.batch_size`` meta-validation samples);
+``data.batch_size`` samples per process (and a learner's own global batch, a meta step's ``meta.batch_size``);
 an evaluation ``data.eval_batch_size`` (as does the automatic scalar's measurement, which runs inside a step)."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import torch
 
 from metacal.wording import current
 
-from .config import Config, learner_section
+from metacal.meta.learners import global_batch
+
+from .config import Config
 
 #: the trainer's exit status when the accelerator ran out of memory
 EXIT_OUT_OF_MEMORY = 3
@@ -38,13 +40,14 @@ def out_of_memory_message(cfg: Config, device: torch.device, phase: str, where: 
     """The one line of :class:`OutOfDeviceMemory` for ``phase`` "training" (a step) or "evaluation"."""
     d, say = cfg.data, current().in_config()
     sizes = f"data.batch_size={d.batch_size}, data.eval_batch_size={d.eval_batch_size}"
-    meta_step = learner_section(cfg.learner) == "meta"
-    if meta_step:
-        sizes += f", meta.batch_size={cfg.meta.batch_size}"
+    own = global_batch(cfg)  # the learner's own global batch, e.g. meta.batch_size
+    if own is not None:
+        sizes += f", {own[0]}={own[1]}"
     if phase == "training":
         lower = f"lower data.batch_size ({say.option('data', 'batch_size', max(1, d.batch_size // 2))})"
-        if meta_step:
-            lower += f" or meta.batch_size ({say.option('meta', 'batch_size', max(1, cfg.meta.batch_size // 2))})"
+        if own is not None:
+            section, key = own[0].split(".")
+            lower += f" or {own[0]} ({say.option(section, key, max(1, own[1] // 2))})"
     else:
         lower = (f"lower data.eval_batch_size "
                  f"({say.option('data', 'eval_batch_size', max(1, d.eval_batch_size // 2))})")

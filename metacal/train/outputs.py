@@ -14,12 +14,12 @@ from accelerate import Accelerator
 
 from metacal.atomic_io import write_text_atomic
 from metacal.meta import Stepper
-from metacal.method import method_of_config
+from metacal.run.method import method_of_config
 from metacal.metrics import BootstrapSpec, binning_free_summary, bootstrap_intervals
 from metacal.plots.reliability import plot_reliability
 from metacal.predictions import Predictions, load_predictions
-from metacal.run_calibration import save_calibrator
-from metacal.run_layout import RunPaths
+from metacal.run.calibration import save_calibrator
+from metacal.run.layout import RunPaths
 
 from .train_state import TrainState
 from .config import Config, flatten, to_dict

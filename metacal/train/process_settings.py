@@ -10,7 +10,6 @@ measures the difference, page faults per step included. jemalloc or tcmalloc (``
 from __future__ import annotations
 
 import ctypes
-import warnings
 
 import torch
 
@@ -39,17 +38,3 @@ def configure_process(run_cfg, device: torch.device) -> None:
         torch.use_deterministic_algorithms(True, warn_only=True)
     if run_cfg.malloc_retain and device.type == "cpu":
         retain_freed_memory()
-
-
-def preload_forward_ad() -> None:
-    """Import what forward-mode AD loads on its first use, without its ``torch.jit.script is deprecated``
-    FutureWarning.
-
-    Why: the first ``torch.autograd.forward_ad.make_dual`` (the ``jvp`` hypergradient backend) imports
-    ``torch._decomp.decompositions_for_jvp``, whose module body calls ``torch.jit.script`` on torch's own
-    decompositions; torch 2.14 warns about that deprecation once per run although no metacal code scripts
-    anything. Importing the module here, under a filter for exactly that message, keeps it out of every
-    run's output; every other warning (of this import too) stays visible. Idempotent (a cached import)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
-        import torch._decomp.decompositions_for_jvp  # noqa: F401

@@ -1,6 +1,6 @@
 """Making, checking and clearing the run directory: where one training run keeps everything it produces.
 
-Its layout, and the reader that reports use, are metacal/run_layout.py.
+Its layout, and the reader that reports use, are metacal/run/layout.py.
 
 An existing non-empty directory is never reused unless ``overwrite`` (wipes it) or ``resume``. The
 directory must be writable: this is checked up front (a probe file), so a read-only or impossible path
@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from metacal.run_layout import RunPaths
+from metacal.run.layout import RunPaths
 from metacal.wording import current
 
 

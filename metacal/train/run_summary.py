@@ -9,12 +9,12 @@ from typing import Any, Callable
 
 import torch
 
-from metacal.run_layout import RunPaths
+from metacal.meta.learners import global_batch
+from metacal.run.layout import RunPaths
 
 from .checkpoint import STATE_JSON, find_latest
 from .compat import resume_point
 from .epoch_eval import TIE_BREAK
-from .schema import learner_section
 
 NAMES = {"error": "error", "nll": "NLL", "ece": "ECE"}
 
@@ -30,8 +30,8 @@ def runtime_record(cfg: Any, num_processes: int, device: Any) -> dict[str, Any]:
         "batch_size_per_process": int(cfg.data.batch_size) // max(int(num_processes), 1),
         "eval_batch_size_per_process": int(cfg.data.eval_batch_size) // max(int(num_processes), 1),
     }
-    if learner_section(cfg.learner) == "meta":
-        record["meta_batch_size_per_process"] = int(cfg.meta.batch_size) // max(int(num_processes), 1)
+    if (own := global_batch(cfg)) is not None:  # the learner's own global batch: meta_batch_size_per_process
+        record[f"{own[0].replace('.', '_')}_per_process"] = own[1] // max(int(num_processes), 1)
     return record
 
 

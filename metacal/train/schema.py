@@ -1,26 +1,19 @@
 """The trainer's configuration schema: one dataclass per config section, checked by OmegaConf.
 
 Each field's comment says what it holds; the loader (metacal/train/config.py) merges YAML files and
-overrides into :class:`Config`. Defaults follow Wang & Golebiowski 2024 §4 (docs/conventions.md#data-splits).
+overrides into the class :func:`config_class` makes. A learner's section is its own dataclass, registered with the
+learner (metacal/meta/learners.py: ``meta`` is :class:`metacal.meta.settings.MetaSettings`, ``auto``
+:class:`metacal.meta.auto.AutoSettings`). Defaults follow Wang & Golebiowski 2024 §4 (docs/conventions.md#data-splits).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
-from metacal.meta.auto import AutoSettings
-
-#: the section each learner reads: the automatic scalar ``auto`` (:class:`metacal.meta.auto.AutoSettings`), every
-#: other learner (the γ-Net, the loss's meta-parameters, one of one's own) ``meta``
-LEARNER_SECTIONS = {"auto": "auto"}
-
-
-def learner_section(learner: str | None) -> str | None:
-    """The config section ``learner`` reads; None for plain training (no learner)."""
-    return None if learner is None else LEARNER_SECTIONS.get(learner, "meta")
+from metacal.meta.learners import learner_sections
 
 
 @dataclass
@@ -55,36 +48,6 @@ class ModelConfig:
 class LossConfig:
     name: str = "ce"  # a metacal.losses name
     params: Dict[str, Any] = field(default_factory=dict)  # constructor arguments of the loss
-
-
-@dataclass
-class MetaConfig:
-    # the section of the meta learners (``learner: gamma_net``: FLγ-*, focal loss with per-sample γ from a γ-Net;
-    # ``learner: loss``: the loss's own meta_parameters(), e.g. ce_learnable_l2 coefficients for CE-DECE/SECE),
-    # and of a learner of one's own: a hypergradient step of them after every backbone step
-    backend: str = "jvp"  # hypergradient backend of metacal.meta: higher | jvp | head
-    # what the γ-Net's bias (the γ level) is differentiated through: "step" (one-step lookahead, the paper)
-    # or "trajectory" (all past steps, forward-mode; metacal/meta/trajectory.py)
-    horizon: str = "step"
-    horizon_decay: float = 1.0  # trajectory: a step k iterations back counts β^k (1: all; 0: the last only)
-    # γ-Net only: the meta lr of its per-sample shape (attention A, weight W) is lr × shape_lr_scale; its
-    # bias b (the γ level) uses lr. 0 freezes the shape: one learned γ for every sample.
-    shape_lr_scale: float = 1.0
-    objective: str = "sece"  # a metacal.objectives name (the meta-validation objective)
-    objective_params: Dict[str, Any] = field(default_factory=dict)
-    gamma_net: Dict[str, Any] = field(default_factory=dict)  # GammaNet options (tau, init_gamma, output …)
-    ce_weight: float = 0.0  # meta objective J = objective + ce_weight·CE
-    every: int = 1  # a meta step every n-th iteration (the others are plain steps at the current γ)
-    max_meta_grad_norm: Optional[float] = None  # clip φ's gradient (total norm)
-    max_backbone_grad_norm: Optional[float] = None  # clip the backbone's gradient in meta runs (total norm)
-    optimizer: str = "adam"  # adam | sgd
-    # 1e-4, not Bohdal et al.'s 1e-3: with τ = 0.01 an Adam step of 1e-3 on the γ-Net's bias moves γ by 0.1
-    # per iteration and the one-step γ-Net runs away on the over-confident MNIST-1D regime (measured in
-    # docs/ablations/meta_signal.md);
-    # every shipped config uses this value except the trajectory method, whose restoring signal takes 1e-3
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    batch_size: int = 128  # global meta-validation batch, split across processes
 
 
 @dataclass
@@ -138,7 +101,7 @@ class LoggingConfig:
 @dataclass
 class RunConfig:
     seed: int = 0
-    # the method's name, recorded in metrics.json with its loss and learner (metacal/method.py); None: the config
+    # the method's name, recorded in metrics.json with its loss and learner (metacal/run/method.py); None: the config
     # file's stem, which is also the run folder scripts/sweep.py makes
     method: Optional[str] = None
     mixed_precision: str = "no"  # no | fp16 | bf16
@@ -155,19 +118,30 @@ class RunConfig:
     cuda_graphs: bool = False
 
 
-@dataclass
 class Config:
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    # what steers the loss during training, a metacal.meta.LEARNERS name: gamma_net | loss (the meta step, section
-    # meta) | auto (one scalar of the loss set by root-finding on the held-out calibration gap, section auto,
-    # metacal/meta/auto.py); null: plain training
-    learner: Optional[str] = None
-    meta: MetaConfig = field(default_factory=MetaConfig)
-    auto: AutoSettings = field(default_factory=AutoSettings)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
-    run: RunConfig = field(default_factory=RunConfig)
+    """A run's config: the sections above and every registered learner's own section (metacal/meta/learners.py), in
+    the order of :func:`config_class`. Loading makes an instance of that class; this one is its common base."""
+
+
+def config_class() -> type[Config]:
+    """The dataclass of a run's config for the learners registered now: ``data``, ``model``, ``loss``, ``learner``
+    (what steers the loss during training, a metacal.meta.LEARNERS name; null: plain training), each learner's
+    section in the order they were registered (built in: ``meta``, ``auto``), then ``optim``, ``schedule``,
+    ``eval``, ``logging``, ``run``. A learner registered later (one's own) adds its section."""
+    sections = tuple(learner_sections().items())
+    if sections not in _CLASSES:
+        fields = [("data", DataConfig, field(default_factory=DataConfig)),
+                  ("model", ModelConfig, field(default_factory=ModelConfig)),
+                  ("loss", LossConfig, field(default_factory=LossConfig)),
+                  ("learner", Optional[str], None),
+                  *[(name, kind, field(default_factory=kind)) for name, kind in sections],
+                  ("optim", OptimConfig, field(default_factory=OptimConfig)),
+                  ("schedule", ScheduleConfig, field(default_factory=ScheduleConfig)),
+                  ("eval", EvalConfig, field(default_factory=EvalConfig)),
+                  ("logging", LoggingConfig, field(default_factory=LoggingConfig)),
+                  ("run", RunConfig, field(default_factory=RunConfig))]
+        _CLASSES[sections] = make_dataclass("Config", fields, bases=(Config,), namespace={"__module__": __name__})
+    return _CLASSES[sections]
+
+
+_CLASSES: dict[tuple[tuple[str, type], ...], type[Config]] = {}

@@ -15,25 +15,20 @@ from accelerate.utils import DataLoaderConfiguration, set_seed
 from metacal.atomic_io import write_text_atomic
 from metacal.distributed import sum_over_processes
 from metacal.meta import Stepper
-from metacal.run_layout import RunPaths
-from metacal.run_predictor import predictor_info, write_predictor
+from metacal.run.layout import RunPaths
+from metacal.run.predictor_info import predictor_info, write_predictor
 from metacal.wording import current
 
 from . import components, launch_info, preemption
-from .finite_watch import labels_in_range
-from .schema import learner_section
+from .finite_watch import TrainingDivergedError, labels_in_range
 from .checkpoint import load_checkpoint, save_checkpoint
 from .train_state import TrainState
 from .compat import resume_point
 from .config import Config, ConfigError, to_yaml
 from .cuda_graphs import GraphedSteps, graph_problem, graphed
-from .process_settings import configure_process, preload_forward_ad
+from .process_settings import configure_process
 from .regime import NoiseProbe
 from .tb_logging import TBLogger
-
-
-class TrainingDivergedError(RuntimeError):
-    """A non-finite loss, meta objective or γ: the run stops, the last good checkpoint stays."""
 
 
 @dataclass
@@ -124,16 +119,14 @@ def setup(cfg: Config, paths: RunPaths, resume: bool, accelerator: Accelerator,
           before_first_write: Callable[[], None] | None, bundle: Any = None,
           model: torch.nn.Module | None = None) -> TrainingRun:
     """Build every component (a config error raises before anything is written), load the checkpoint when
-    resuming, then write the resolved config.yaml (and predictor.json: what inference needs, metacal/run_predictor.py)
-    and open TensorBoard on the main process.
+    resuming, then write the resolved config.yaml (and predictor.json: what inference needs,
+    metacal/run/predictor_info.py) and open TensorBoard on the main process.
 
     ``bundle`` / ``model``: data and network built by the caller (:func:`metacal.fit`) instead of from
     ``cfg.data`` / ``cfg.model.name``; ``model.checkpoint`` and ``model.freeze`` still apply to the model."""
     set_seed(cfg.run.seed)
     launch = launch_info.start(accelerator)  # processes, device, backend: said before anything is built
     configure_process(cfg.run, accelerator.device)
-    if learner_section(cfg.learner) == "meta":  # the meta step may use forward-mode AD; load it now, without torch's jit warning
-        preload_forward_ad()
     resume_from = resume_point(paths, cfg) if resume else None
     parts = components.build_parts(cfg, accelerator, bundle, model, load_checkpoint=resume_from is None)
     model, scheduler, stepper, loss_fn = parts.model, parts.scheduler, parts.stepper, parts.loss_fn

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from metacal.data import build
-from metacal.data import shift_suites as ss
+from metacal.data.ood_sets import ood_inputs
 from metacal.data.class_split import RelabeledSubset
 from metacal.data.ood_digits import digits_as_images, digits_as_vectors
 from tests.installed import requires_fashion_mnist
@@ -22,6 +22,13 @@ def test_digits_as_images_and_vectors():
     v = digits_as_vectors((1, 40))
     assert v.shape == (1797, 1, 40)
     assert float(v.mean()) == pytest.approx(0.0, abs=1e-5) and float(v.std()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_digits_are_model_ready_for_images(fashion_gz_dir):
+    tiny = build("fashion_mnist", root=fashion_gz_dir.root)  # random pixels: only the digits' normalisation matters
+    x = ood_inputs(tiny, "digits")
+    assert x.shape == (1797, 1, 28, 28)
+    assert float(x.min()) == pytest.approx(-0.2860 / 0.3530, abs=1e-5)  # black background → (0 − mean)/std
 
 
 def test_in_classes_on_a_gaussian_mixture():
@@ -44,7 +51,7 @@ def test_in_classes_on_a_gaussian_mixture():
     assert sorted(ood.targets.unique().tolist()) == [6, 7] and len(ood) == len(held)
     post = b.test.posteriors
     assert post.shape == (len(b.test), 8) and torch.allclose(post.sum(1), torch.ones(len(b.test)))
-    x = ss.ood_inputs(b, "held_out_classes")
+    x = ood_inputs(b, "held_out_classes")
     assert torch.equal(x, full.test.dataset.inputs[ood.index])
 
 
@@ -66,10 +73,10 @@ def test_bad_in_classes(bad, match):
 def test_held_out_classes_need_in_classes():
     b = build("gaussian_mixture", n_train=100, n_test=20)
     with pytest.raises(ValueError, match="in_classes"):
-        ss.ood_inputs(b, "held_out_classes")
+        ood_inputs(b, "held_out_classes")
     with pytest.raises(ValueError, match="did you mean digits"):
-        ss.ood_inputs(b, "digit")
-    assert ss.ood_inputs(b, "digits").shape == (1797, 1, 10)
+        ood_inputs(b, "digit")
+    assert ood_inputs(b, "digits").shape == (1797, 1, 10)
 
 
 @requires_fashion_mnist
@@ -79,5 +86,5 @@ def test_in_classes_on_fashion_mnist():
     assert len(b.test) == 8000 and len(b.ood) == 2000  # 1,000 test images per class
     assert sorted(b.ood.targets.unique().tolist()) == [8, 9]
     assert torch.bincount(b.test.targets).tolist() == [1000] * 8
-    x = ss.ood_inputs(b, "held_out_classes")
+    x = ood_inputs(b, "held_out_classes")
     assert torch.equal(x[:5], torch.stack([b.ood[i][0] for i in range(5)]))

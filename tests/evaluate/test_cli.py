@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from metacal.evaluate import main
+from metacal.evaluate.cli import main
 from metacal.metrics import SUMMARY_KEYS, summary
 from metacal.posthoc import HistogramBinning, TemperatureScaling
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from metacal.evaluate import main
+from metacal.evaluate.cli import main
 from metacal.metrics import SUMMARY_KEYS, summary
 from metacal.posthoc import DirichletCalibration, IsotonicCalibration, MatrixScaling, VectorScaling, registry
 from metacal.predictions import load_predictions

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from metacal.evaluate import main
+from metacal.evaluate.cli import main
 from metacal.metrics import BootstrapSpec, bootstrap_intervals
 from metacal.metrics.weighted import WEIGHTED_KEYS
 

@@ -19,7 +19,7 @@ from experiments.regimes.page import page_csv, page_lines
 from experiments.regimes.rows import GRID, Variant, best_reference, compare, grid_choice, values
 from experiments.regimes.study import Page, Regime, Study
 from metacal import metrics
-from metacal.method import Method
+from metacal.run.method import Method
 from metacal.predictions import Predictions
 from metacal.report.regime_guide import cells, regimes_markdown, verdict
 
@@ -136,7 +136,8 @@ def test_page_answer_and_csv_agree_with_the_numbers(toy, tmp_path):
     path.write_text(page_csv(spec, [study], {"toy": found}))
     (cell,) = cells(list(csv.DictReader(path.open())), "noisy", "ece")
     others = [v for v in (Variant(GRID), Variant(GRID, "ts_nll"), Variant("mixup"), Variant("mixup", "ts_nll"))]
-    best = min(others, key=lambda v: np.mean(list(values(stems, v, "ece").values())))
+    wins = [v for v in others if (d := compare(stems, v, ref, "ece")).resolved and d.mean < 0]
+    best = min(wins or others, key=lambda v: np.mean(list(values(stems, v, "ece").values())))
     assert cell.row == best.label and cell.reference == ref.label
     assert cell.delta[0] == pytest.approx(compare(stems, best, ref, "ece").mean)
 
@@ -154,6 +155,22 @@ def test_guide_verdict_names_a_row_only_when_it_wins_everywhere():
     hurt = Cell("A", "r3", "CE + TS", 0.30, "Mixup", 0.2, (-0.1, -0.2, 0.01), False, 5, (-0.2, -0.3, -0.1), True)
     assert verdict([hurt, hurt]).startswith("Keep CE as trained, with no post-hoc map")
     assert not verdict([hurt, lose]).startswith("Keep CE")
+
+
+def test_guide_names_a_resolved_win_before_a_lower_unresolved_mean():
+    head = ["study", "study_title", "regime", "regime_label", "kind", "metric", "row", "row_label", "mean", "n",
+            "vs_ce+ts_mean", "vs_ce+ts_low", "vs_ce+ts_high", "vs_ce+ts_resolved"]
+    lines = [("ce", "CE", 0.030, "", "", "", ""), ("ce+ts", "CE + TS", 0.020, "", "", "", ""),
+             ("dual_focal", "Dual focal", 0.015, -0.005, -0.020, 0.010, "0"),  # lowest mean, not resolved
+             ("auto_gamma+ts_nll", "Auto γ + TS", 0.019, -0.001, -0.0015, -0.0005, "1")]
+    rows = [dict(zip(head, ("s", "S", "r", "R", "imbalanced", "classwise_ece", row, label, mean, 3, *vs)))
+            for row, label, mean, *vs in lines]
+    rows = [{k: str(v) for k, v in r.items()} for r in rows]
+    (cell,) = cells(rows, "imbalanced", "classwise_ece")
+    assert (cell.row, cell.resolved, cell.delta[0]) == ("Auto γ + TS", True, -0.001)
+    rows[3]["vs_ce+ts_resolved"] = "0"  # no resolved win: the lowest mean
+    (cell,) = cells(rows, "imbalanced", "classwise_ece")
+    assert (cell.row, cell.resolved) == ("Dual focal", False)
 
 
 def test_guide_branch_without_the_page_names_the_command(tmp_path):

@@ -1,5 +1,5 @@
-"""metacal.auto_gamma in a training loop of one's own: the README's example runs as written, and on the same seed,
-data and initial weights it moves γ exactly as metacal's trainer does with configs/methods/auto_gamma.yaml."""
+"""metacal.auto_gamma in a training loop of one's own: the example of docs/auto_gamma.md runs as written, and on the
+same seed, data and initial weights it moves γ exactly as metacal's trainer does with configs/methods/auto_gamma.yaml."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ EPOCHS = 12
 
 
 def readme_example() -> str:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "auto_gamma.md").read_text()
     section = text[text.index("\n## Your own training loop\n"):]
     return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
 
@@ -58,7 +58,7 @@ def test_the_readme_loop_moves_gamma_as_the_trainer_does(tmp_path, capsys):
     model = nn.Sequential(nn.Linear(10, 128), nn.ReLU(), nn.Linear(128, 3))
     trained_by_metacal = copy.deepcopy(model)
 
-    # the user's loop: the README's block, its names given here; batches in the order of metacal's train loader
+    # the user's loop: the page's block, its names given here; batches in the order of metacal's train loader
     train_loader = EpochSeeded(train, batch_size=128)
     held_out = ConcatDataset([meta_val, val])  # what measure_on: [meta_val, val] measures
     namespace = {"model": model, "held_out": held_out, "train_loader": train_loader, "epochs": EPOCHS}

@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from metacal.metrics import ece
-from metacal.posthoc import TemperatureScaling, registry
+from metacal.posthoc import Calibrator, TemperatureScaling, registry
+from metacal.posthoc.base import LOGITS
 from metacal.predictions import Predictions
 from metacal.registry import UnknownNameError
 
-NAMES = ["ts_nll", "ts_ece", "hb", "vector", "matrix", "dirichlet", "isotonic", "ets", "ts_perturbed"]
-LOGIT_NAMES = ["ts_nll", "ts_ece", "vector", "matrix", "dirichlet", "ets", "ts_perturbed"]
+NAMES = registry.available()  # every test below runs over the registry, one's own calibrators included
+LOGIT_NAMES = [name for name in NAMES if registry.spec(name).input == LOGITS]
 
 
 def overconfident(n, k, seed, sharpen=2.5):
@@ -31,10 +32,11 @@ def val_test():
     return with_perturbed(overconfident(1500, 4, seed=0), overconfident(1000, 4, seed=3)), overconfident(3000, 4, seed=1)
 
 
-def test_names_order_and_labels():
-    assert registry.available() == NAMES
-    assert [registry.spec(n).label for n in NAMES] == ["TS", "TS-ECE", "HB", "VS", "MS-ODIR", "Dir-ODIR", "Iso", "ETS",
-                                                       "TS-pert."]
+def test_built_in_names_order_and_labels():
+    built_in = ["ts_nll", "ts_ece", "hb", "vector", "matrix", "dirichlet", "isotonic", "ets", "ts_perturbed"]
+    assert NAMES[:9] == built_in  # the evaluate CLI's column order
+    assert [registry.spec(n).label for n in built_in] == ["TS", "TS-ECE", "HB", "VS", "MS-ODIR", "Dir-ODIR", "Iso",
+                                                          "ETS", "TS-pert."]
     with pytest.raises(UnknownNameError, match="unknown post-hoc calibrator 'platt'; available: dirichlet, ets, hb"):
         registry.spec("platt")
 
@@ -91,7 +93,7 @@ def test_available_for_predictions_and_perturbed_refusal(val_test):
     val, _ = val_test
     plain = Predictions.from_logits(val.logits, val.labels)
     assert registry.available(for_predictions=val) == NAMES
-    assert registry.available(for_predictions=plain) == NAMES[:-1]  # all but ts_perturbed
+    assert registry.available(for_predictions=plain) == [n for n in NAMES if not registry.spec(n).needs_perturbed]
     with pytest.raises(ValueError) as info:
         registry.fit_calibrator("ts_perturbed", plain)
     assert str(info.value) == (
@@ -162,3 +164,14 @@ def test_logit_calibrators_refuse_probabilities(val_test, name):
     with pytest.raises(ValueError, match=r"got probabilities \(every row in \[0, 1\] summing to 1\); pass logits, "
                                          r"or log-probabilities \(ln p\) if only probabilities exist$"):
         registry.fit_calibrator(name, as_logits)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_calibrator_is_a_module_whose_forward_is_the_log_of_transform(val_test, name):
+    val, test = val_test
+    fitted = registry.fit_calibrator(name, val)
+    assert isinstance(fitted, Calibrator) and isinstance(fitted, torch.nn.Module)
+    x = test.probs if registry.spec(name).input != LOGITS else test.logits_for_scaling()
+    probs = fitted.transform(x)
+    torch.testing.assert_close(fitted(x), probs.log(), atol=1e-12, rtol=0)  # the module call: log-probabilities
+    assert registry.fitted_params(fitted) == fitted.fitted_params()

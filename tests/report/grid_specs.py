@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metacal.method import Method
+from metacal.run.method import Method
 
 GRID_GAMMA = {"ce": 0.0, "focal": 1.0, "focal2": 2.0, "focal3": 3.0, "focal4": 4.0, "focal5": 5.0}
 

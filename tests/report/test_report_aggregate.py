@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from metacal.report.aggregate import COLUMN_KEYS, aggregate, mean_std, posthoc_metrics, run_numbers
-from metacal.run_layout import find_runs, read_run
+from metacal.run.layout import find_runs, read_run
 
 
 def test_mean_std_by_hand():

@@ -8,7 +8,7 @@ import pytest
 
 from metacal.report.aggregate import MethodRow, aggregate, mean_std
 from metacal.report.claim import check_claim, claim_markdown, direction_markdown
-from metacal.run_layout import find_runs
+from metacal.run.layout import find_runs
 from grid_specs import grid_spec
 
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from metacal.report.figures import epoch_series, pareto_front
-from metacal.report.machine import cpu_model
+from metacal.machine import cpu_model
 from metacal.report.page import SPARSE_TEST_NOTE
-from metacal.run_layout import find_runs
+from metacal.run.layout import find_runs
 
 
 def test_pareto_front_by_hand():

@@ -14,7 +14,7 @@ from metacal.predictions import load_predictions
 from metacal.report.aggregate import aggregate, run_numbers
 from metacal.report.cli import main as report_main  # what scripts/report.py runs
 from metacal.report.posthoc_columns import ALL, DEFAULT, column_key, parse_calibrators
-from metacal.run_layout import find_runs, read_run
+from metacal.run.layout import find_runs, read_run
 
 NEW = ("vector", "matrix", "dirichlet", "isotonic", "ets")
 HEADERS = {"vector": "ECE after VS (%)", "matrix": "ECE after MS-ODIR (%)", "dirichlet": "ECE after Dir-ODIR (%)",
@@ -146,10 +146,10 @@ def test_parse_calibrators():
 
 
 @pytest.mark.parametrize("value, message", [
-    ("vectr", "unknown name(s) 'vectr'"),
-    ("vector,matrx,ts", "unknown name(s) 'matrx', 'ts'"),
-    ("all,vector", "unknown name(s) 'all'"),
-    (",", "(none given)"),
+    ("vectr", "unknown post-hoc calibrator 'vectr'; did you mean vector?"),
+    ("vector,matrx,ts", "unknown post-hoc calibrator 'matrx'; did you mean matrix?"),
+    ("all,vector", "unknown post-hoc calibrator 'all'"),
+    (",", "no name given; choose from"),
 ])  # fmt: skip
 def test_bad_calibrator_names_are_one_line_exit_2_and_write_nothing(three_seeds, tmp_path, capsys, value, message):
     out = tmp_path / "page.md"

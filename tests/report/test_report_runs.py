@@ -5,7 +5,7 @@ import json
 import pytest
 
 from metacal.report.labels import METHOD_LABELS, method_label, method_order
-from metacal.run_layout import (
+from metacal.run.layout import (
     find_runs,
     has_checkpoints,
     is_finished,
@@ -94,7 +94,7 @@ def test_label_mapping():
 def test_the_fixed_gamma_grid_is_named_and_ordered_by_its_record():
     """focal2…5 (or any name) at a fixed γ: labelled "Focal γ = g" and placed after Focal by γ, from the record;
     without a record, a name is only a name."""
-    from metacal.method import Method
+    from metacal.run.method import Method
 
     specs = {"focal5": Method("focal5", "focal", {"gamma": 5.0}), "focal2": Method("focal2", "focal", {"gamma": 2}),
              "my_focal": Method("my_focal", "focal", {"gamma": 2.5}), "flsd53": Method("flsd53", "flsd53"),

@@ -8,7 +8,7 @@ import pytest
 
 from metacal.report.shift_figures import pooled, risk_coverage
 from metacal.report.shift_page import main
-from metacal.shift_samples import COLUMNS, SampleCollector, load_samples, samples_path
+from metacal.shift.samples import COLUMNS, SampleCollector, load_samples, samples_path
 from tests.report.test_shift_page import SUITE, make_sweep
 
 

@@ -54,15 +54,15 @@ def _paired(stem: str) -> dict:
             for r in csv.DictReader((RESULTS / f"{stem}_paired.csv").open(encoding="utf-8"))}
 
 
-def test_readme_shift_block_numbers_are_the_csv_numbers():
-    """Every number of the README's shift block, parsed back: the mean over severities 0–5 and the worst severity
+def test_full_guide_shift_block_numbers_are_the_csv_numbers():
+    """Every number of docs/method_guide.md's shift block, parsed back: the mean over severities 0–5 and the worst severity
     from <stem>.csv, the Δ of that mean against CE + TS from <stem>_paired.csv (its interval: the mean of the
     per-severity half-widths; bold exactly when it excludes 0), and the recommendation follows the rule."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = _block(readme)
+    guide = (ROOT / "docs" / "method_guide.md").read_text(encoding="utf-8")
+    block = _block(guide)
     assert "averaged over severities 0–5" in block
     for stem, name in load_guide_spec(ROOT / "docs" / "method_guide.yaml").shift_pages.items():
-        part = block.split(f"**[{name}](docs/results/{stem}.md)**")[1].split("\n\n**")[0]
+        part = block.split(f"**[{name}](results/{stem}.md)**")[1].split("\n\n**")[0]
         cells = _cells(RESULTS / f"{stem}.csv")
         paired = _paired(stem)
         labels = {r["label"]: r["method"] for r in csv.DictReader((RESULTS / f"{stem}.csv").open(encoding="utf-8"))}
@@ -93,6 +93,19 @@ def test_readme_shift_block_numbers_are_the_csv_numbers():
         if first != "ce+ts":  # recommended only when resolved better than CE + TS on the mean
             assert table[1][2].startswith("**-") and first == lowest
         assert "use CE + TS" in part or first != "ce+ts"
+
+
+def test_readme_shift_verdicts_are_the_full_guides():
+    """The README's compact shift block: one line per page whose verdict is the full guide's, with CE + TS's mean
+    ECE over severities 0–5 from <stem>.csv."""
+    readme, guide = (_block((ROOT / p).read_text(encoding="utf-8")) for p in ("README.md", "docs/method_guide.md"))
+    for stem, name in load_guide_spec(ROOT / "docs" / "method_guide.yaml").shift_pages.items():
+        (line,) = [x for x in readme.splitlines() if x.startswith(f"- **[{name}](docs/results/{stem}.md)**")]
+        verdict = guide.split(f"**[{name}](results/{stem}.md)**")[1].split("\n")[0]
+        assert verdict in line
+        cells = _cells(RESULTS / f"{stem}.csv")
+        mean = sum(cells[("ce+ts", "held_out", str(s), "ece")] for s in range(6)) / 6
+        assert f"Mean ECE: CE + TS {100 * mean:.2f}%" in line
 
 
 def numbers(best: str = "dual_focal", best_ece: float = 0.05, diffs: tuple[float, float] = (-0.02, 0.01)

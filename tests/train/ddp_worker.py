@@ -15,7 +15,7 @@ import torch
 
 from metacal.train.config import load_config
 from metacal.train.loop import make_accelerator, train
-from metacal.run_layout import RunPaths
+from metacal.run.layout import RunPaths
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from metacal.meta.auto import scalar_summary
-from metacal.run_layout import RunPaths
+from metacal.run.layout import RunPaths
 from metacal.train.run_summary import end_of_run_summary
 
 

@@ -150,7 +150,7 @@ def test_measuring_a_shifted_copy_of_meta_val(write_config, run_cli, tmp_path):
     """measure_on: [meta_val, meta_val_shifted] measures meta-val and its copy perturbed at mixed severities of the
     suite's fit families (the training-time analogue of perturbation TS)."""
     from metacal.data import build, shift_suites
-    from metacal.train import components
+    from metacal.meta import auto_learner
     from metacal.train.config import load_config
 
     mnist1d = {**AUTO, "data": {"name": "mnist1d", "root": str(tmp_path / "cache"), "batch_size": 32,
@@ -172,4 +172,4 @@ def test_measuring_a_shifted_copy_of_meta_val(write_config, run_cli, tmp_path):
     assert torch.equal(shifted.tensors[0], x) and torch.equal(shifted.tensors[1], y)
     clean = torch.stack([bundle.meta_val[i][0] for i in range(len(bundle.meta_val))])
     assert len(shifted) == len(bundle.meta_val) and not torch.equal(shifted.tensors[0], clean)
-    assert components  # the trainer built the measured set through components.build_auto
+    assert auto_learner.build_auto  # the trainer built the measured set through the auto learner's build

@@ -15,7 +15,7 @@ import torch
 import yaml
 from train_tiny import TINY, deep_merge
 
-from metacal.report import machine
+from metacal import machine
 from metacal.train import launch_info
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def test_runtime_json_appends_one_session_per_start(tmp_path):
 
 
 def test_preload_forward_ad_leaves_the_warning_filters_as_they_were():
-    from metacal.train.process_settings import preload_forward_ad
+    from metacal.meta.hypergrad_jvp import preload_forward_ad
 
     before = list(warnings.filters)
     preload_forward_ad()

@@ -38,7 +38,7 @@ def test_summary_runtime_and_resume_of_a_finished_run(write_config, run_cli, tmp
     assert marked[-1] == metrics["epoch"]  # the summary's explanation of the marker holds
     assert metrics["runtime"] == {"num_processes": 1, "torch_threads": 1, "device": "cpu", "batch_size": 32,
                                   "batch_size_per_process": 32, "eval_batch_size_per_process": 64}
-    # what it trained, named by the config file's stem, in config.yaml and metrics.json (metacal/method.py)
+    # what it trained, named by the config file's stem, in config.yaml and metrics.json (metacal/run/method.py)
     saved = load_config(run_dir / "config.yaml")
     assert saved.run.method == "tiny"
     assert metrics["method"] == {"name": "tiny", "loss": {"name": saved.loss.name, "params": dict(saved.loss.params)},

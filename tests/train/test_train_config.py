@@ -166,12 +166,12 @@ def test_overrides_of_a_section_no_learner_reads_are_refused(tmp_path):
 @pytest.mark.parametrize("text, overrides, fragment", [
     ("meta: {enabled: true, learner: auto}\n", [], "config key 'meta.learner' is gone: the top-level key learner "
      "(learner: gamma_net, loss or auto; absent: plain training) chooses the learner; here: learner: auto; drop "
-     "meta.enabled and meta.learner (README.md, Changelog)"),
+     "meta.enabled and meta.learner (CHANGELOG.md)"),
     ("meta: {enabled: true}\n", [], "config key 'meta.enabled' is gone: the top-level key learner (learner: gamma_net, "
      "loss or auto; absent: plain training) chooses the learner; here: learner: gamma_net;"),
     ("meta: {enabled: false}\n", [], "config key 'meta.enabled' is gone"),
     ("learner: auto\n", ["meta.controller.band=2", "meta.controller.sample=9"], "config key 'meta.controller' is "
-     "gone: the automatic scalar's settings are the section auto (here: auto.band, auto.sample; README.md, Changelog)"),
+     "gone: the automatic scalar's settings are the section auto (here: auto.band, auto.sample; CHANGELOG.md)"),
     ("learner: auto\n", ["meta.lr=2"], "override 'meta.lr' sets the γ-Net's meta.lr; with learner: auto use "
      "auto.first_step"),
     ("learner: auto\n", ["meta.gamma_net={init_gamma: 2}"], "sets the γ-Net's meta.gamma_net.init_gamma; with "
@@ -208,9 +208,9 @@ def test_a_config_saved_with_the_old_keys_reads_as_the_new_ones(tmp_path):
 
 
 def test_choice_lists_are_the_owners_own():
-    from metacal.meta import META_OPTIMIZERS
-    from metacal.meta.learner import BACKENDS, HORIZONS
+    from metacal.meta import BACKENDS, HORIZONS, META_OPTIMIZERS
     from metacal.metrics.bootstrap import METHODS
+    from metacal.train.config import choices
     from metacal.train.epoch_eval import SELECT_BY
     from metacal.train.optim import OPTIMIZERS
     from metacal.train.schedules import SCHEDULES
@@ -218,9 +218,11 @@ def test_choice_lists_are_the_owners_own():
     owners = {"meta.backend": tuple(BACKENDS), "meta.horizon": HORIZONS,
               "meta.optimizer": tuple(META_OPTIMIZERS), "optim.name": OPTIMIZERS, "schedule.name": SCHEDULES,
               "eval.select_by": SELECT_BY, "eval.ci_method": METHODS}
-    assert set(CHOICES) == set(owners) | {"run.mixed_precision"}  # meta.learner is a registry (metacal.meta.LEARNERS)
+    # the meta section's lists come with its dataclass (metacal.meta.MetaSettings.CHOICES), the learner is a registry
+    assert set(CHOICES) == set(owners) - {"meta.backend", "meta.horizon", "meta.optimizer"} | {"run.mixed_precision"}
+    assert list(choices())[:3] == ["meta.backend", "meta.horizon", "meta.optimizer"]  # the config's section order
     for key, values in owners.items():
-        assert tuple(CHOICES[key]) == tuple(values), key
+        assert tuple(choices()[key]) == tuple(values), key
 
 
 def test_resolved_config_round_trips(tmp_path):
@@ -299,11 +301,10 @@ def test_meta_lr_of_every_shipped_config_is_the_schema_default():
     """A user who writes a config without meta.lr gets what every shipped config uses (the methods that
     differ set their own in configs/methods/: the trajectory level; the automatic γ has its own first step,
     auto.first_step)."""
-    from metacal.meta import MetaLearner
-    from metacal.train.config import MetaConfig
+    from metacal.meta import MetaLearner, MetaSettings
     import inspect
 
-    default = MetaConfig().lr
+    default = MetaSettings().lr
     assert default == 1e-4 and inspect.signature(MetaLearner).parameters["meta_lr"].default == default
     from metacal.train.config import method_names
 

@@ -1,0 +1,222 @@
+"""docs/results/conformal_<study>.md: prediction-set size at the target coverage per training method, paired over seeds
+against CE with the same score and column, and coverage under shift (experiments/conformal/numbers.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from metacal.atomic_io import write_text_atomic
+from metacal.machine import machine_markdown
+from metacal.report.paired import PairedDiff, interval_text, paired_diff
+
+from .numbers import RunSets, grid_choice, key
+from .study import ALPHAS, GRID, GRID_STEMS, LABELS, METHODS, SCORES, SEVERITIES, SHIFT_ALPHA, Study
+
+Runs = dict[str, dict[int, RunSets]]
+COLUMN_LABELS = {"uncalibrated": "", "ts_nll": " + TS"}
+
+
+def rows(runs: Runs) -> dict[tuple[str, str], dict[int, RunSets]]:
+    """(method, column) → seed → run; the grid pick resolved per seed."""
+    choice = grid_choice(runs, GRID_STEMS)
+    out = {}
+    for method in METHODS:
+        seeds = {s: runs[choice[s]][s] for s in choice} if method == GRID else runs.get(method, {})
+        for column in COLUMN_LABELS:
+            if seeds:
+                out[method, column] = seeds
+    return out
+
+
+def label(method: str, column: str) -> str:
+    return LABELS[method] + COLUMN_LABELS[column]
+
+
+def values(seeds: dict[int, RunSets], get: Callable[[RunSets], float]) -> dict[int, float]:
+    return {s: get(r) for s, r in seeds.items() if math.isfinite(get(r))}
+
+
+def size_getter(column: str, score: str, alpha: float) -> Callable[[RunSets], float]:
+    return lambda r: r.clean[key(column, score, alpha)]["size_mean"]
+
+
+def versus_ce(table: dict, method: str, column: str, score: str, alpha: float) -> PairedDiff:
+    get = size_getter(column, score, alpha)
+    return paired_diff(values(table[method, column], get), values(table["ce", column], get))
+
+
+def mean_sd(vals: dict[int, float], scale: float = 1.0, digits: int = 3) -> str:
+    if not vals:
+        return "–"
+    v = np.array(list(vals.values())) * scale
+    return f"{v.mean():.{digits}f}" + (f" ± {v.std(ddof=1):.{digits}f}" if len(v) > 1 else "")
+
+
+def size_table(table: dict, alpha: float) -> list[str]:
+    lines = [f"### Mean set size at α = {alpha:g} (target coverage {1 - alpha:.0%}), mean ± sd over seeds; "
+             "coverage % in brackets", "", "| Row | " + " | ".join(s.upper() for s in SCORES) + " |",
+             "|---|" + "---:|" * len(SCORES)]
+    for (method, column), seeds in table.items():
+        cells = []
+        for score in SCORES:
+            cov = values(seeds, lambda r: r.clean[key(column, score, alpha)]["coverage"])
+            cells.append(f"{mean_sd(values(seeds, size_getter(column, score, alpha)))} "
+                         f"({100 * float(np.mean(list(cov.values()))):.1f})" if cov else "–")
+        lines.append(f"| {label(method, column)} (n={len(seeds)}) | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def paired_table(table: dict, alpha: float) -> list[str]:
+    lines = [f"### Set size against CE with the same score and column, α = {alpha:g}: Δ mean size [95% CI]", "",
+             "Δ = row − CE (raw rows against CE, + TS rows against CE + TS) on the same seed. Bold: resolved.", "",
+             "| Row | " + " | ".join(s.upper() for s in SCORES) + " |", "|---|" + "---:|" * len(SCORES)]
+    for (method, column) in table:
+        if method == "ce":
+            continue
+        cells = []
+        for score in SCORES:
+            d = versus_ce(table, method, column, score, alpha)
+            text = interval_text(d, scale=1.0, digits=3)
+            cells.append(f"**{text}**" if d.resolved else text)
+        lines.append(f"| {label(method, column)} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def worst_class_table(table: dict, alpha: float) -> list[str]:
+    lines = [f"### Worst-class coverage % at α = {alpha:g}, mean over seeds", "",
+             "| Row | " + " | ".join(s.upper() for s in SCORES) + " |", "|---|" + "---:|" * len(SCORES)]
+    for (method, column), seeds in table.items():
+        cells = [mean_sd(values(seeds, lambda r, s=score: r.clean[key(column, s, alpha)]["class_coverage_worst"]),
+                         100, 1) for score in SCORES]
+        lines.append(f"| {label(method, column)} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def shift_coverage(seeds: dict[int, RunSets], column: str, score: str, severity: int) -> dict[int, float]:
+    return {s: r.shift[key(column, score)][severity]["coverage"] for s, r in seeds.items()
+            if key(column, score) in r.shift and severity in r.shift[key(column, score)]}
+
+
+def shift_table(table: dict, study: Study) -> list[str]:
+    lines = [f"### Coverage % under shift ({study.shift}, mean over its held-out families), α = {SHIFT_ALPHA:g}, "
+             "mean over seeds", "", f"Target {1 - SHIFT_ALPHA:.0%}; severity 0 is the clean test split.", "",
+             "| Row | score | " + " | ".join(f"sev {s}" for s in (0, *SEVERITIES)) + " |",
+             "|---|---|" + "---:|" * (1 + len(SEVERITIES))]
+    for (method, column), seeds in table.items():
+        for score in SCORES:
+            cells = [mean_sd(shift_coverage(seeds, column, score, s), 100, 1).split(" ±")[0]
+                     for s in (0, *SEVERITIES)]
+            if any(c != "–" for c in cells):
+                lines.append(f"| {label(method, column)} | {score.upper()} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def answer(table: dict, study: Study) -> list[str]:
+    """Per α and score: the rows with resolved smaller (and larger) sets than CE; the score that loses most
+    coverage at the highest severity for CE + TS."""
+    if ("ce", "uncalibrated") not in table:
+        return [f"**{study.title}**: no runs yet.", ""]
+    lines = [f"**{study.title}**", ""]
+    for alpha in ALPHAS:
+        for score in SCORES:
+            smaller, larger = [], []
+            for (method, column) in table:
+                if method == "ce":
+                    continue
+                d = versus_ce(table, method, column, score, alpha)
+                if d.resolved:
+                    (smaller if d.mean < 0 else larger).append(f"{label(method, column)} {interval_text(d, 1.0, 3)}")
+            n = min(len(s) for s in table.values())
+            found = "; ".join(smaller) if smaller else "none"
+            lines.append(f"- α = {alpha:g}, {score.upper()} ({n}+ seeds): resolved smaller sets than CE: {found}; "
+                         f"resolved larger: {len(larger)} rows.")
+    for alpha in ALPHAS:  # what TS does to CE's sets (Xi et al., TMLR 2025: TS enlarges adaptive sets)
+        ts = {score: paired_diff(values(table["ce", "ts_nll"], size_getter("ts_nll", score, alpha)),
+                                 values(table["ce", "uncalibrated"], size_getter("uncalibrated", score, alpha)))
+              for score in SCORES}
+        lines.append(f"- TS on CE's sets, α = {alpha:g}: Δ mean size (CE + TS − CE) "
+                     + "; ".join(f"{s.upper()} {_marked(d)}" for s, d in ts.items()) + ".")
+    top = max(SEVERITIES)
+    cover = {score: shift_coverage(table["ce", "ts_nll"], "ts_nll", score, top) for score in SCORES}
+    cover = {s: v for s, v in cover.items() if v}
+    if cover:
+        means = {s: float(np.mean(list(v.values()))) for s, v in cover.items()}
+        worst, best = min(means, key=means.get), max(means, key=means.get)
+        d = paired_diff(cover[worst], cover[best])
+        lines.append(f"- Under shift (CE + TS, α = {SHIFT_ALPHA:g}, severity {top}, held-out families): coverage "
+                     + ", ".join(f"{s.upper()} {100 * c:.1f}%" for s, c in means.items())
+                     + f"; {worst.upper()} − {best.upper()} {interval_text(d)} points"
+                     + (" (resolved)." if d.resolved else " (not resolved: the scores lose coverage alike)."))
+    return lines + [""]
+
+
+def _marked(d: PairedDiff) -> str:
+    text = interval_text(d, scale=1.0, digits=3)
+    return f"**{text}**" if d.resolved else text
+
+
+def study_lines(study: Study, runs: Runs) -> list[str]:
+    lines = [f"## {study.title}", ""]
+    table = rows(runs)
+    if not table:
+        return lines + ["No finished runs yet; train them with:", "", "```", study.sweep_command(), "```", ""]
+    ce = runs.get("ce", {})
+    temps = values(ce, lambda r: r.temperature)
+    errors = values(ce, lambda r: r.error)
+    lines += [f"Regime: CE's TS temperature {mean_sd(temps, 1, 2)} (> 1: over-confident), test error "
+              f"{mean_sd(errors, 100, 2)}%, over {len(ce)} seeds. Runs: `{study.runs}/<method>/seed<S>` "
+              f"(config `{study.base}`).", ""]
+    for alpha in ALPHAS:
+        lines += size_table(table, alpha) + paired_table(table, alpha)
+    lines += worst_class_table(table, SHIFT_ALPHA)
+    lines += shift_table(table, study)
+    return lines
+
+
+def page_lines(study: Study, runs: Runs, figure: str | None) -> list[str]:
+    lines = [f"# Prediction sets: {study.title}", "", "Regenerate this page (numbers, CSV and figure) with:", "",
+             "```", f"python scripts/conformal_report.py report {study.name}", "```", "", machine_markdown(), "",
+             "The runs are the regime study's clean-label sweep of this config; train any that are missing with:",
+             "", "```", study.sweep_command(), "```", "",
+             "Split conformal sets (metacal.conformal; docs/conventions.md#conformal-prediction-sets): the quantile "
+             "is fitted on each run's validation predictions, through the raw softmax or through the temperature "
+             "fitted on the same predictions, and the sets are measured on the clean test split and on the held-out "
+             "families of the shift suite. Every row meets its coverage target on clean data by construction, so "
+             "smaller mean size at the same α is the better model. Randomised APS and RAPS (RAPS k_reg = 1, "
+             "λ = 0.01).", "", "## The answer", "", *answer(rows(runs), study)]
+    if figure:
+        lines += [f"![coverage under shift and set size]({figure})", ""]
+    lines += [f"Same numbers per seed: [conformal_{study.name}.csv](conformal_{study.name}.csv).", ""]
+    lines += study_lines(study, runs)
+    discussion = Path("docs/results/discussion") / f"conformal_{study.name}.md"
+    if discussion.is_file():
+        lines += ["## Discussion", "", discussion.read_text().strip(), ""]
+    return lines
+
+
+def page_csv(runs: Runs) -> str:
+    out = ["method,column,score,alpha,seed,coverage,size_mean,class_coverage_worst,size_stratified_worst"]
+    for (method, column), seeds in rows(runs).items():
+        for seed, run in sorted(seeds.items()):
+            for score in SCORES:
+                for alpha in ALPHAS:
+                    m = run.clean[key(column, score, alpha)]
+                    out.append(f"{method},{column},{score},{alpha:g},{seed},{m['coverage']:.6f},{m['size_mean']:.6f},"
+                               f"{m['class_coverage_worst']:.6f},{m['size_stratified_worst']:.6f}")
+    return "\n".join(out) + "\n"
+
+
+def write_page(study: Study, runs: Runs, out: Path) -> Path:
+    from .figure import write_figure
+
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"conformal_{study.name}"
+    figure = write_figure(rows(runs), out / f"{stem}.png") if rows(runs) else None
+    write_text_atomic(out / f"{stem}.csv", page_csv(runs))
+    path = out / f"{stem}.md"
+    write_text_atomic(path, "\n".join(page_lines(study, runs, figure and f"{stem}.png")).rstrip() + "\n")
+    return path

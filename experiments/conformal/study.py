@@ -1,0 +1,51 @@
+"""What the prediction-set pages compare: per over-confident regime, the runs of each training method (the clean-label
+sweeps of the regime study, ``runs/regimes/<study>/clean``, same configs and seeds), each score at each α, on the raw
+softmax and after the run's own temperature scaling.
+
+Methods (the pages' rows): CE, the per-seed fixed-γ grid pick (lowest validation ECE among CE and focal γ = 1…5, as
+on the other results pages), auto γ, FLγ-SECE, focal γ = 5 (Mukhoti et al.'s over-regularised end), LS-0.05 and MbLS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.regimes.study import COMMON_SETS
+
+#: the rows: sweep folders (methods), GRID for the per-seed grid pick
+GRID = "grid"
+METHODS = ("ce", GRID, "auto_gamma", "flgamma_sece", "focal5", "ls_005", "mbls")
+LABELS = {"ce": "CE", GRID: "Grid pick", "auto_gamma": "Auto γ", "flgamma_sece": "FLγ-SECE", "focal5": "Focal γ = 5",
+          "ls_005": "LS-0.05", "mbls": "MbLS"}
+GRID_STEMS = ("ce", "focal", "focal2", "focal3", "focal4", "focal5")
+#: every run the page reads: the grid, the other rows
+SWEPT = (*GRID_STEMS, "auto_gamma", "flgamma_sece", "ls_005", "mbls")
+SCORES = ("thr", "aps", "raps")
+ALPHAS = (0.1, 0.05)
+COLUMNS = ("uncalibrated", "ts_nll")  # the raw softmax, and after the run's TS
+SHIFT_ALPHA = 0.1
+SEVERITIES = (1, 2, 3, 4, 5)
+SEEDS = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str  # docs/results/conformal_<name>.md
+    title: str
+    base: str  # the config the runs were trained from
+    runs: Path  # the sweep folder: <method>/seed<S>
+    shift: str  # the shift suite of metacal.data.shift_suites
+
+    def sweep_command(self, seeds: tuple[int, ...] = SEEDS) -> str:
+        return (f"python scripts/sweep.py --base {self.base} --methods {' '.join(SWEPT)} --seeds "
+                f"{' '.join(map(str, seeds))} --out {self.runs} --jobs 2 --set {' '.join(COMMON_SETS)}")
+
+
+STUDIES = (
+    Study("mnist1d_overconfident", "MNIST-1D, MLP (over-confident CE)", "configs/mnist1d_overconfident/base.yaml",
+          Path("runs/regimes/noisy_mnist1d/clean"), "mnist1d_natural"),
+    Study("fashion_mnist_overconfident", "Fashion-MNIST, MLP (over-confident CE)",
+          "configs/fashion_mnist_overconfident/base.yaml", Path("runs/regimes/noisy_fashion_mnist/clean"),
+          "corruptions"),
+)

@@ -1,0 +1,110 @@
+"""The prediction-set pages (experiments/conformal): per-run sets equal metacal.conformal applied by hand, the grid
+pick is the lowest validation ECE, the paired differences against CE match scipy, the answer names exactly the
+resolved rows, coverage under shift equals what ``evaluate_run(sets=…)`` reports for the same run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from experiments.conformal.numbers import clean_sets, collect, grid_choice, key, shift_sets
+from experiments.conformal.page import answer, page_lines, rows, versus_ce
+from experiments.conformal.study import ALPHAS, SCORES, Study
+from metacal.conformal import ConformalPredictor, set_metrics
+from metacal.conformal.evaluation import SetRequest
+from metacal.posthoc import TemperatureScaling
+from metacal.predictions import Predictions
+from metacal.run.method import Method
+from metacal.shift.evaluate import evaluate_run
+
+K, N = 5, 600
+SEEDS = (0, 1, 2, 3)
+# stem → (method record, sharpness of its logits: the larger, the more confident; smaller sets for sharper models)
+STEMS = {"ce": (Method("ce", "ce"), 2.0), "focal": (Method("focal", "focal", {"gamma": 1.0}), 1.5),
+         "focal2": (Method("focal2", "focal", {"gamma": 2.0}), 1.0), "auto_gamma": (Method("auto_gamma", "focal"), 0.5)}
+VAL_ECE = {"ce": [0.09, 0.08, 0.10, 0.07], "focal": [0.03, 0.05, 0.02, 0.06], "focal2": [0.04, 0.02, 0.05, 0.01],
+           "auto_gamma": [0.02] * 4}
+
+
+def predictions(seed: int, sharp: float, split: str) -> Predictions:
+    """Labels y ~ softmax(z) of true logits z; the model reports sharp·z plus noise: a blunter model (sharp < 1
+    adds relatively more noise) needs larger sets for the same coverage."""
+    gen = torch.Generator().manual_seed(seed * 10 + (split == "test"))
+    z = torch.randn(N, K, generator=gen, dtype=torch.float64) * 2.0
+    labels = torch.multinomial(torch.softmax(z, 1), 1, generator=gen).squeeze(1)
+    noise = torch.randn(N, K, generator=gen, dtype=torch.float64) * (1.5 / sharp)
+    return Predictions.from_logits((z + noise).float(), labels)
+
+
+def make_study(root: Path) -> Study:
+    folder = root / "runs/toy"
+    for stem, (method, sharp) in STEMS.items():
+        for seed in SEEDS:
+            run = folder / stem / f"seed{seed}"
+            (run / "predictions").mkdir(parents=True)
+            predictions(seed, sharp, "val").save(run / "predictions/val.npz")
+            predictions(seed, sharp, "test").save(run / "predictions/test.npz")
+            m = {"finished": True, "epoch": 3, "val": {"ece": VAL_ECE[stem][seed]}, "method": method.record()}
+            (run / "metrics.json").write_text(json.dumps(m))
+    return Study("toy", "Toy data", "configs/x/base.yaml", folder, "corruptions")
+
+
+def test_clean_sets_are_conformal_predictors_through_each_column(tmp_path):
+    val, test = predictions(0, 1.0, "val"), predictions(0, 1.0, "test")
+    got = clean_sets(val, test)
+    assert set(got) == {key(c, s, a) for c in ("uncalibrated", "ts_nll") for s in SCORES for a in ALPHAS}
+    ts = TemperatureScaling("nll").fit(val.logits.double(), val.labels)
+    for score in SCORES:
+        predictor = ConformalPredictor(score, 0.05).fit(ts.transform(val.logits.double()), val.labels)
+        expected = set_metrics(predictor.predict_set(ts.transform(test.logits.double())), test.labels)
+        for k in ("coverage", "size_mean", "class_coverage_worst"):
+            assert got[key("ts_nll", score, 0.05)][k] == pytest.approx(expected[k], abs=1e-12)
+
+
+def test_grid_pick_paired_differences_and_the_answer(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    study = make_study(tmp_path)
+    runs = collect(study, tuple(STEMS), shift=False)
+    assert {s: sorted(r) for s, r in runs.items()} == {s: list(SEEDS) for s in STEMS}
+    grid = ("ce", "focal", "focal2", "focal3", "focal4", "focal5")
+    assert grid_choice(runs, grid) == {0: "focal", 1: "focal2", 2: "focal", 3: "focal2"}  # lowest validation ECE
+    table = rows(runs)
+    assert table["grid", "uncalibrated"][0] is runs["focal"][0] and table["grid", "ts_nll"][1] is runs["focal2"][1]
+    d = versus_ce(table, "auto_gamma", "uncalibrated", "aps", 0.1)
+    diffs = [runs["auto_gamma"][s].clean[key("uncalibrated", "aps", 0.1)]["size_mean"]
+             - runs["ce"][s].clean[key("uncalibrated", "aps", 0.1)]["size_mean"] for s in SEEDS]
+    low, high = stats.t.interval(0.95, len(diffs) - 1, loc=np.mean(diffs), scale=stats.sem(diffs))
+    assert (d.mean, *d.interval) == pytest.approx((np.mean(diffs), low, high), abs=1e-12)
+    assert d.resolved and d.mean > 0  # the bluntest model needs the largest sets
+    text = "\n".join(answer(table, study))
+    assert "α = 0.1, APS (4+ seeds): resolved smaller sets than CE: none;" in text
+    lines = "\n".join(page_lines(study, runs, None))
+    assert "python scripts/conformal_report.py report toy" in lines and "| Auto γ + TS (n=4) |" in lines
+
+
+def test_a_sharper_row_is_named_when_resolved_smaller(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    study = make_study(tmp_path)
+    runs = collect(study, tuple(STEMS), shift=False)
+    runs["ls_005"] = {s: replace(r, stem="ls_005") for s, r in runs["ce"].items()}  # a copy of CE ...
+    runs["ce"] = {s: replace(r, stem="ce") for s, r in runs["focal2"].items()}  # ... and a blunter CE
+    text = "\n".join(answer(rows(runs), study))
+    assert "α = 0.1, THR (4+ seeds): resolved smaller sets than CE: LS-0.05 -" in text
+
+
+def test_shift_coverage_equals_evaluate_run(mnist1d_run):
+    got = shift_sets(mnist1d_run, "mnist1d_natural", severities=(2,), alpha=0.1)
+    result = evaluate_run(mnist1d_run, shift="mnist1d_natural", severities=[2], write=False, progress=False,
+                          sets=SetRequest("raps", 0.1))
+    held = next(m for m in result["shift"]["mean"] if m["severity"] == 2 and m["over"] == "held_out")["metrics"]
+    for column in ("uncalibrated", "ts_nll"):
+        assert got[key(column, "raps")][2]["coverage"] == pytest.approx(held[column]["sets"]["coverage"], abs=1e-9)
+        assert got[key(column, "raps")][2]["size_mean"] == pytest.approx(held[column]["sets"]["size_mean"], abs=1e-9)
+    clean = result["clean"]["ts_nll"]["sets"]
+    assert got[key("ts_nll", "raps")][0]["coverage"] == pytest.approx(clean["coverage"], abs=1e-9)
