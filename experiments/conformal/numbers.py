@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -44,17 +44,20 @@ def key(column: str, score: str, alpha: float | None = None) -> str:
     return f"{column}|{score}" + ("" if alpha is None else f"|{alpha:g}")
 
 
-def column_probs(val: Predictions, other: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """(validation, other) probabilities of every column: ``other`` are logits of the same network."""
-    ts = TemperatureScaling(method="nll").fit(val.logits.double(), val.labels)
-    cal = {"uncalibrated": val.probs.double(), "ts_nll": ts.transform(val.logits.double())}
-    out = {"uncalibrated": torch.softmax(other.double(), 1), "ts_nll": ts.transform(other.double())}
-    return cal, out
+def columns_of(ts: TemperatureScaling) -> Callable[[torch.Tensor], dict[str, torch.Tensor]]:
+    """Logits → the probabilities of every column, through ``ts`` (fitted once per run on its validation split)."""
+    return lambda logits: {"uncalibrated": torch.softmax(logits.double(), 1), "ts_nll": ts.transform(logits.double())}
 
 
-def clean_sets(val: Predictions, test: Predictions) -> dict[str, dict[str, float]]:
-    """Every column × score × α on the clean test split."""
-    cal, out = column_probs(val, test.logits)
+def fit_ts(val: Predictions) -> TemperatureScaling:
+    return TemperatureScaling(method="nll").fit(val.logits.double(), val.labels)
+
+
+def clean_sets(val: Predictions, test: Predictions, ts: TemperatureScaling | None = None
+               ) -> dict[str, dict[str, float]]:
+    """Every column × score × α on the clean test split (``ts``: the run's TS, fitted here when not given)."""
+    columns = columns_of(ts or fit_ts(val))
+    cal, out = columns(val.logits), columns(test.logits)
     result = {}
     for column in COLUMNS:
         for score in SCORES:
@@ -72,12 +75,13 @@ def shift_sets(run_dir: Path, suite: str, severities: tuple[int, ...] = SEVERITI
     run = load_run(run_dir, "cpu")
     shift_suites.prepare(run.bundle, suite, progress=False)
     test = read_run(run_dir).predictions("test")
-    cal, _ = column_probs(run.val, run.val.logits)
+    columns = columns_of(fit_ts(run.val))
+    cal = columns(run.val.logits)
     predictors = {(c, s): ConformalPredictor(s, alpha).fit(cal[c], run.val.labels) for c in COLUMNS for s in SCORES}
     cells: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
 
     def add(logits: torch.Tensor, labels: torch.Tensor, severity: int) -> None:
-        _, probs = column_probs(run.val, logits)
+        probs = columns(logits)
         for (column, score), predictor in predictors.items():
             cells.setdefault((column, score, severity), []).append(
                 set_metrics(predictor.predict_set(probs[column]), labels))
@@ -103,11 +107,11 @@ def run_sets(run_dir: Path, study: Study | None) -> RunSets | None:
     val, test = run.predictions("val"), run.predictions("test")
     if val.logits is None or test.logits is None:
         return None
-    t = TemperatureScaling(method="nll").fit(val.logits.double(), val.labels).temperature
+    ts = fit_ts(val)
     m = run.metrics or {}
     error = float((test.logits.argmax(1) != test.labels).double().mean())
-    sets = RunSets(run.method, int(run.seed), float((m.get("val") or {}).get("ece", math.nan)), float(t), error,
-                   clean_sets(val, test))
+    sets = RunSets(run.method, int(run.seed), float((m.get("val") or {}).get("ece", math.nan)), float(ts.temperature),
+                   error, clean_sets(val, test, ts))
     if study is not None:
         sets.shift = shift_sets(run_dir, study.shift)
     return sets

@@ -16,8 +16,7 @@ from typing import Any, Mapping
 
 import torch
 
-from .predictor import ConformalPredictor, check_alpha, min_calibration
-from .scores import SCORES
+from .predictor import ConformalPredictor, min_calibration
 from .set_metrics import set_metrics
 
 #: the numbers a cell under shift keeps (averaged over families; the per-class and per-size detail stays in the
@@ -41,9 +40,7 @@ class SetRequest:
 
     def check(self) -> "SetRequest":
         """One-line ValueError (or UnknownNameError with the closest names) before anything is read."""
-        check_alpha(self.alpha)
-        SCORES.get(self.score)
-        ConformalPredictor(self.score, self.alpha, self.randomized, self.k_reg, self.lam, self.mondrian, self.seed)
+        self.predictor()  # checks α, the score's name and RAPS's settings
         return self
 
     def check_size(self, n: int, what: str = "the calibration split") -> None:

@@ -77,7 +77,7 @@ from metacal.predictions import load_predictions
 from metacal.registry import UnknownNameError
 
 from . import run_options
-from .files import InputError, conformal_result, evaluate, fit_calibrators, format_table
+from .files import InputError, conformal_result, evaluate, fit_calibrators, fit_sets, format_table
 from .ood import ood_result
 
 PROG = "python -m metacal.evaluate"
@@ -226,8 +226,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             for name, pred in preds.items():
                 results[name].update(ood_result(pred, ood))
         if sets is not None:
+            fitted_sets = fit_sets(calib, fitted, sets)
             for name, pred in preds.items():
-                results[name]["conformal"] = conformal_result(pred, calib, fitted, sets)
+                results[name]["conformal"] = conformal_result(pred, fitted, fitted_sets)
         if args.plot:
             pred = preds[files[0].name]
             plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name, bands=ci,

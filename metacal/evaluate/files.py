@@ -57,14 +57,22 @@ def evaluate(pred: Predictions, num_bins: int = 15, calib: Predictions | None = 
     return result
 
 
-def conformal_result(pred: Predictions, calib: Predictions, fitted: dict, request: SetRequest) -> dict:
-    """``"conformal"`` of the result: the sets of ``pred`` in every column (raw and each calibrator of ``fitted``),
-    each column's quantile fitted on ``calib`` through that column's calibrator (metacal.conformal.evaluation)."""
-    def columns(p: Predictions) -> dict:
-        return {"uncalibrated": p.probs, **{n: calibrators.apply_calibrator(n, c, p) for n, c in fitted.items()}}
+def calibrated_columns(pred: Predictions, fitted: dict) -> dict:
+    """The probabilities of ``pred`` raw and after each calibrator of ``fitted``."""
+    return {"uncalibrated": pred.probs, **{n: calibrators.apply_calibrator(n, c, pred) for n, c in fitted.items()}}
 
-    sets = fit_columns(request, columns(calib), calib.labels)
-    return {**result_head(request, int(calib.labels.shape[0])), "columns": set_columns(sets, columns(pred), pred.labels)}
+
+def fit_sets(calib: Predictions, fitted: dict, request: SetRequest) -> tuple[dict, dict]:
+    """(the result's head, a conformal predictor per column), each column's quantile fitted on ``calib`` through
+    that column's calibrator (metacal.conformal.evaluation)."""
+    return (result_head(request, int(calib.labels.shape[0])),
+            fit_columns(request, calibrated_columns(calib, fitted), calib.labels))
+
+
+def conformal_result(pred: Predictions, fitted: dict, sets: tuple[dict, dict]) -> dict:
+    """``"conformal"`` of the result: the sets of ``pred`` in every column of :func:`fit_sets`."""
+    head, predictors = sets
+    return {**head, "columns": set_columns(predictors, calibrated_columns(pred, fitted), pred.labels)}
 
 
 TABLE_ROWS = (
