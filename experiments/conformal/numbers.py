@@ -4,7 +4,11 @@ predictions and measured on its clean test split, and on the held-out families o
 Columns: ``uncalibrated`` (the softmax) and ``ts_nll`` (temperature scaling fitted by NLL on the same validation
 predictions the quantile is fitted on, as ``python -m metacal.evaluate --conformal`` and ``evaluate_run`` do).
 Keys of :attr:`RunSets.clean`: ``"<column>|<score>|<alpha>"``; of :attr:`RunSets.shift`: ``"<column>|<score>"`` →
-severity → the mean over the held-out families (severity 0: the clean test split).
+severity → the mean over the held-out families (severity 0: the clean test split). CE's runs also get
+``"<column>_weighted|<score>"`` under shift: the same predictors with the weighted quantiles of Tibshirani et al.
+(2019), weights from a domain classifier between the validation split and each cell (metacal.conformal.evaluation),
+and ``"weights|<family>"`` → severity → the domain classifier's AUROC (shifted against validation inputs) and the
+share of shifted inputs whose weighted quantile is +∞ (every label in the set: w(x) > α·Σw/(1 − α), for any score).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import numpy as np
 import torch
 
 from metacal.conformal import ConformalPredictor, set_metrics
+from metacal.conformal.evaluation import shift_weights
+from metacal.metrics.ood import auroc
 from metacal.data import shift_suites
 from metacal.posthoc import TemperatureScaling
 from metacal.predict.network import load_run
@@ -69,9 +75,10 @@ def clean_sets(val: Predictions, test: Predictions, ts: TemperatureScaling | Non
 
 
 def shift_sets(run_dir: Path, suite: str, severities: tuple[int, ...] = SEVERITIES,
-               alpha: float = SHIFT_ALPHA) -> dict[str, dict[int, dict[str, float]]]:
+               alpha: float = SHIFT_ALPHA, weighted: bool = False) -> dict[str, dict[int, dict[str, float]]]:
     """Coverage and mean size of every column × score at ``alpha`` on each severity of the suite's held-out
-    families (mean over them), the quantile fitted on the run's validation predictions."""
+    families (mean over them), the quantile fitted on the run's validation predictions; ``weighted`` adds the
+    ``<column>_weighted`` variants (module docstring)."""
     run = load_run(run_dir, "cpu")
     shift_suites.prepare(run.bundle, suite, progress=False)
     test = read_run(run_dir).predictions("test")
@@ -80,18 +87,29 @@ def shift_sets(run_dir: Path, suite: str, severities: tuple[int, ...] = SEVERITI
     predictors = {(c, s): ConformalPredictor(s, alpha).fit(cal[c], run.val.labels) for c in COLUMNS for s in SCORES}
     cells: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
 
-    def add(logits: torch.Tensor, labels: torch.Tensor, severity: int) -> None:
+    domain: dict[str, dict[int, dict[str, float]]] = {}
+
+    def add(logits: torch.Tensor, labels: torch.Tensor, severity: int, family: str = "") -> None:
         probs = columns(logits)
+        weights = shift_weights(weighted, cal["uncalibrated"], probs["uncalibrated"])
+        if weights is not None and family:
+            w_cal, w_test = weights
+            domain.setdefault(key("weights", family), {})[severity] = {
+                "auroc": auroc(w_test, w_cal),
+                "infinite": float((w_test > alpha * w_cal.sum() / (1 - alpha)).double().mean())}
         for (column, score), predictor in predictors.items():
             cells.setdefault((column, score, severity), []).append(
                 set_metrics(predictor.predict_set(probs[column]), labels))
+            if weights is not None:
+                cells.setdefault((f"{column}_weighted", score, severity), []).append(
+                    set_metrics(predictor.predict_set(probs[column], weights=weights), labels))
 
     add(test.logits, test.labels, 0)
     for family in shift_suites.held_out_families(run.bundle, suite):
         for severity in severities:
             x, y = shift_suites.shifted_split(run.bundle, suite, family, severity, "test", 0)
-            add(run.logits(x), y, severity)
-    out: dict[str, dict[int, dict[str, float]]] = {}
+            add(run.logits(x), y, severity, family)
+    out: dict[str, dict[int, dict[str, float]]] = dict(domain)
     for (column, score, severity), rows in cells.items():
         out.setdefault(key(column, score), {})[severity] = {
             "coverage": float(np.mean([r["coverage"] for r in rows])),
@@ -113,7 +131,7 @@ def run_sets(run_dir: Path, study: Study | None) -> RunSets | None:
     sets = RunSets(run.method, int(run.seed), float((m.get("val") or {}).get("ece", math.nan)), float(ts.temperature),
                    error, clean_sets(val, test, ts))
     if study is not None:
-        sets.shift = shift_sets(run_dir, study.shift)
+        sets.shift = shift_sets(run_dir, study.shift, weighted=run.method == "ce")
     return sets
 
 

@@ -115,6 +115,63 @@ def shift_table(table: dict, study: Study) -> list[str]:
     return lines + [""]
 
 
+def weighted_table(table: dict, study: Study) -> list[str]:
+    """CE's sets under shift with and without the likelihood-ratio weights: coverage and mean size per severity."""
+    seeds = table.get(("ce", "uncalibrated"), {})
+    if not any(key("ts_nll_weighted", s) in r.shift for r in seeds.values() for s in SCORES):
+        return []
+    lines = [f"### Weighted sets under shift (CE, α = {SHIFT_ALPHA:g}, mean over seeds): coverage % / mean size", "",
+             "Weights: a logistic domain classifier on the log-probabilities, validation split against each shifted "
+             "cell (Tibshirani et al. 2019; docs/conventions.md#conformal-prediction-sets).", "",
+             "| Row | score | " + " | ".join(f"sev {s}" for s in (0, *SEVERITIES)) + " |",
+             "|---|---|" + "---:|" * (1 + len(SEVERITIES))]
+    for column in COLUMN_LABELS:
+        for score in SCORES:
+            for variant, name in ((column, ""), (f"{column}_weighted", ", weighted")):
+                cells = []
+                for sev in (0, *SEVERITIES):
+                    cov = shift_coverage(seeds, variant, score, sev)
+                    size = {s: r.shift[key(variant, score)][sev]["size_mean"] for s, r in seeds.items()
+                            if sev in r.shift.get(key(variant, score), {})}
+                    cells.append(f"{100 * np.mean(list(cov.values())):.1f} / {np.mean(list(size.values())):.2f}"
+                                 if cov else "–")
+                lines.append(f"| {label('ce', column)}{name} | {score.upper()} | " + " | ".join(cells) + " |")
+    return lines + [""] + domain_table(seeds)
+
+
+def domain_table(seeds: dict[int, RunSets]) -> list[str]:
+    """Per held-out family and severity (CE's runs, mean over seeds): how well the domain classifier tells the shifted
+    inputs from the validation inputs (AUROC), and the share of shifted inputs whose weighted quantile is +∞."""
+    families = sorted({k.split("|", 1)[1] for r in seeds.values() for k in r.shift if k.startswith("weights|")})
+    if not families:
+        return []
+    lines = ["Domain classifier per held-out family (CE, mean over seeds): AUROC of shifted against validation "
+             "inputs / % of shifted inputs whose weighted quantile is +∞ (every label in the set).", "",
+             "| Family | " + " | ".join(f"sev {s}" for s in SEVERITIES) + " |", "|---|" + "---:|" * len(SEVERITIES)]
+    for family in families:
+        cells = []
+        for sev in SEVERITIES:
+            got = [r.shift[key("weights", family)][sev] for r in seeds.values()
+                   if sev in r.shift.get(key("weights", family), {})]
+            cells.append(f"{np.mean([g['auroc'] for g in got]):.2f} / {100 * np.mean([g['infinite'] for g in got]):.0f}"
+                         if got else "–")
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def weighted_answer(table: dict) -> list[str]:
+    """At the highest severity, CE + TS: the weighted sets' coverage minus the unweighted, paired over seeds."""
+    top, seeds = max(SEVERITIES), table.get(("ce", "ts_nll"), {})
+    gains = {score: paired_diff(shift_coverage(seeds, "ts_nll_weighted", score, top),
+                                shift_coverage(seeds, "ts_nll", score, top)) for score in SCORES}
+    gains = {s: d for s, d in gains.items() if d.n}
+    if not gains:
+        return []
+    return [f"- Weighted sets (Tibshirani et al. 2019, the ratio from a domain classifier) on CE + TS at severity "
+            f"{top}: coverage gain over the unweighted sets, points, "
+            + "; ".join(f"{s.upper()} {_marked(d, 100.0, 1)}" for s, d in gains.items()) + "."]
+
+
 def best_ce(table: dict, score: str, alpha: float) -> str:
     """CE's column (raw or + TS) with the smaller mean set size for ``score`` at ``alpha``."""
     return min(COLUMN_LABELS, key=lambda c: float(np.mean(list(values(table["ce", c], size_getter(c, score, alpha))
@@ -161,11 +218,11 @@ def answer(table: dict, study: Study) -> list[str]:
                      + ", ".join(f"{s.upper()} {100 * c:.1f}%" for s, c in means.items())
                      + f"; {worst.upper()} − {best.upper()} {interval_text(d)} points"
                      + (" (resolved)." if d.resolved else " (not resolved: the scores lose coverage alike)."))
-    return lines + [""]
+    return lines + weighted_answer(table) + [""]
 
 
-def _marked(d: PairedDiff) -> str:
-    text = interval_text(d, scale=1.0, digits=3)
+def _marked(d: PairedDiff, scale: float = 1.0, digits: int = 3) -> str:
+    text = interval_text(d, scale=scale, digits=digits)
     return f"**{text}**" if d.resolved else text
 
 
@@ -184,6 +241,7 @@ def study_lines(study: Study, runs: Runs) -> list[str]:
         lines += size_table(table, alpha) + paired_table(table, alpha)
     lines += worst_class_table(table, SHIFT_ALPHA)
     lines += shift_table(table, study)
+    lines += weighted_table(table, study)
     return lines
 
 

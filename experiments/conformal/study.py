@@ -48,4 +48,8 @@ STUDIES = (
     Study("fashion_mnist_overconfident", "Fashion-MNIST, MLP (over-confident CE)",
           "configs/fashion_mnist_overconfident/base.yaml", Path("runs/regimes/noisy_fashion_mnist/clean"),
           "corruptions"),
+    # its own sweep folder: the ResNet's runs on the other results pages are not kept in the repository
+    Study("fashion_mnist_resnet_overconfident", "Fashion-MNIST, ResNet (over-confident CE)",
+          "configs/fashion_mnist_resnet_overconfident/base.yaml",
+          Path("runs/conformal/fashion_mnist_resnet_overconfident"), "corruptions"),
 )

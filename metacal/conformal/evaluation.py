@@ -6,6 +6,10 @@ calibration split, the conformal quantile is fitted on the same split *through* 
 evaluated predictions are built through it too. Fitting a calibrator with a handful of parameters on the split the
 quantile is taken from breaks exact exchangeability only weakly (one temperature from thousands of samples); the
 finite-sample guarantee is exact for the ``uncalibrated`` column (docs/conventions.md#conformal-prediction-sets).
+
+``weighted``: each evaluated set of inputs gets likelihood-ratio weights against the calibration split from a domain
+classifier on the raw log-probabilities (metacal/conformal/domain_weights.py), and every column's sets use the
+weighted quantiles of Tibshirani et al. (2019) — the remedy for coverage lost under covariate shift.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any, Mapping
 
 import torch
 
+from .domain_weights import domain_weights, log_prob_features
 from .predictor import ConformalPredictor, min_calibration
 from .set_metrics import set_metrics
 
@@ -28,7 +33,8 @@ CELL_KEYS = ("coverage", "size_mean", "size_median", "empty", "singleton", "clas
 @dataclass(frozen=True)
 class SetRequest:
     """What prediction sets to build: ``score`` (``thr``, ``aps``, ``raps``), miscoverage ``alpha``, class-
-    conditional quantiles with ``mondrian``, randomised scores, RAPS's ``k_reg`` and ``lam``, and the seed of U."""
+    conditional quantiles with ``mondrian``, randomised scores, RAPS's ``k_reg`` and ``lam``, the seed of U, and
+    ``weighted`` quantiles under covariate shift (marginal only)."""
 
     score: str = "aps"
     alpha: float = 0.1
@@ -37,10 +43,14 @@ class SetRequest:
     k_reg: int = 1
     lam: float = 0.01
     seed: int = 0
+    weighted: bool = False
 
     def check(self) -> "SetRequest":
         """One-line ValueError (or UnknownNameError with the closest names) before anything is read."""
         self.predictor()  # checks α, the score's name and RAPS's settings
+        if self.weighted and self.mondrian:
+            raise ValueError("weighted sets have one (weighted) quantile per input, not one per class: use "
+                             "weighted or mondrian, not both")
         return self
 
     def check_size(self, n: int, what: str = "the calibration split") -> None:
@@ -56,7 +66,7 @@ class SetRequest:
 
     def describe(self) -> str:
         extra = f", k_reg {self.k_reg}, λ {self.lam:g}" if self.score == "raps" else ""
-        kind = "class-conditional " if self.mondrian else ""
+        kind = "class-conditional " if self.mondrian else "shift-weighted " if self.weighted else ""
         return f"{kind}{self.score.upper()} sets at α = {self.alpha:g} (target coverage {1 - self.alpha:.0%}{extra})"
 
 
@@ -75,13 +85,21 @@ def quantile_of(predictor: ConformalPredictor) -> Any:
     return float(predictor.quantile)
 
 
+def shift_weights(weighted: bool, calib_probs: torch.Tensor, probs: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(calibration, evaluated) likelihood-ratio weights from a domain classifier on the raw log-probabilities when
+    ``weighted``; None otherwise."""
+    return domain_weights(log_prob_features(calib_probs), log_prob_features(probs)) if weighted else None
+
+
 def set_columns(fitted: Mapping[str, ConformalPredictor], probs: Mapping[str, torch.Tensor], labels: torch.Tensor,
-                cell: bool = False) -> dict[str, dict[str, Any]]:
+                cell: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> dict[str, dict[str, Any]]:
     """The set metrics (:func:`~metacal.conformal.set_metrics.set_metrics`) of every column; ``cell`` keeps only
-    :data:`CELL_KEYS` (numbers that average over families)."""
+    :data:`CELL_KEYS` (numbers that average over families); ``weights`` (:func:`shift_weights`) for weighted sets."""
     out = {}
     for name, predictor in fitted.items():
-        metrics = set_metrics(predictor.predict_set(probs[name]), labels)
+        metrics = set_metrics(predictor.predict_set(probs[name], weights=weights), labels)
         out[name] = {k: metrics[k] for k in CELL_KEYS} if cell else {**metrics, "quantile": quantile_of(predictor)}
     return out
 
@@ -92,7 +110,7 @@ def result_head(request: SetRequest, n_calib: int) -> dict[str, Any]:
 
 def format_sets(head: Mapping[str, Any], columns: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """A table: one row per column, coverage and sizes in percent and labels."""
-    request = SetRequest(**{k: head[k] for k in SetRequest.__dataclass_fields__})
+    request = SetRequest(**{k: head[k] for k in SetRequest.__dataclass_fields__ if k in head})
     lines = [f"prediction sets: {request.describe()}, calibrated on {head['n_calib']} samples"]
     names = ["column", "coverage %", "mean size", "median", "empty %", "singleton %", "worst class cov. %",
              "worst size-group cov. %"]

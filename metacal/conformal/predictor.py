@@ -12,6 +12,9 @@ of that class, and label y is included when its score is at most q̂_y; coverage
 class with fewer than ⌈1/α⌉ − 1 calibration samples gets q̂ = +∞ (its label is always included: the guarantee kept
 at the price of size), listed in ``unbounded_classes``.
 
+Weighted (covariate shift; metacal/conformal/weighted.py): ``predict_set(probs, weights=(w_cal, w_test))`` gives
+each test input its own quantile from the calibration scores weighted by the likelihood ratio; marginal only.
+
 Randomised scores draw U from a generator seeded by ``seed`` (a set is a function of the inputs and that seed).
 """
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .scores import SCORES
+from .weighted import weighted_quantiles
 
 EXACT = 1e-9
 
@@ -72,6 +76,7 @@ class ConformalPredictor:
     seed: int = 0
     quantile: float = math.nan
     class_quantiles: torch.Tensor | None = None
+    calibration_scores: torch.Tensor | None = None  # the true labels' scores, for weighted sets
     unbounded_classes: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -95,6 +100,7 @@ class ConformalPredictor:
             raise ValueError(f"calibration probs must be N×K with N labels, got {tuple(probs.shape)} and "
                              f"{tuple(labels.shape)}")
         own = self.scores(probs, 0).gather(1, labels.unsqueeze(1)).squeeze(1)
+        self.calibration_scores = own.cpu()
         if not self.mondrian:
             self.quantile = conformal_quantile(own, self.alpha)
             return self
@@ -110,10 +116,20 @@ class ConformalPredictor:
         self.class_quantiles = quantiles
         return self
 
-    def predict_set(self, probs: torch.Tensor) -> torch.Tensor:
-        """Boolean N×K: label y is in the set of input i when its score is at most the quantile (of class y)."""
+    def predict_set(self, probs: torch.Tensor, weights: tuple[torch.Tensor, torch.Tensor] | None = None
+                    ) -> torch.Tensor:
+        """Boolean N×K: label y is in the set of input i when its score is at most the quantile (of class y).
+        ``weights`` = (calibration weights (n,), test weights (N,)): weighted quantiles, one per input."""
         probs = torch.as_tensor(probs)
         if self.class_quantiles is None and math.isnan(self.quantile):
             raise ValueError("the conformal predictor is not fitted: call fit(probs, labels) on calibration data")
+        if weights is not None:
+            if self.mondrian:
+                raise ValueError("weighted sets are marginal: use them without mondrian")
+            if torch.as_tensor(weights[1]).numel() != probs.shape[0]:
+                raise ValueError(f"one test weight per input: {torch.as_tensor(weights[1]).numel()} weights for "
+                                 f"{probs.shape[0]} inputs")
+            bound = weighted_quantiles(self.calibration_scores, weights[0], weights[1], self.alpha)
+            return self.scores(probs, 1) <= bound.to(probs.device).unsqueeze(1)
         bound = self.class_quantiles.to(probs.device).unsqueeze(0) if self.mondrian else self.quantile
         return self.scores(probs, 1) <= bound

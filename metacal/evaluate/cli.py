@@ -50,9 +50,11 @@ prediction sets at miscoverage ``--alpha`` (default 0.1), their quantile fitted 
 (``uncalibrated`` and every fitted calibrator), with coverage, mean and median size, empty and singleton shares, the
 worst class's and the worst size group's coverage per column (metacal.conformal.evaluation). ``--mondrian`` fits one
 quantile per class; ``--k-reg`` and ``--lam`` set RAPS's regulariser; ``--deterministic`` drops the randomisation of
-APS and RAPS. With a run directory and ``--shift`` the run's validation predictions are the calibration split and
-every family × severity cell gains ``"sets"`` in each column. α outside (0, 1), an unknown score (with the closest
-names) or a calibration split smaller than ⌈1/α⌉ − 1 is one line (exit code 2).
+APS and RAPS; ``--weighted`` gives each evaluated input its own quantile, the calibration scores weighted by a
+domain classifier's likelihood ratio (covariate shift; Tibshirani et al. 2019). With a run directory and
+``--shift`` the run's validation predictions are the calibration split and every family × severity cell gains
+``"sets"`` in each column. α outside (0, 1), an unknown score (with the closest names) or a calibration split
+smaller than ⌈1/α⌉ − 1 is one line (exit code 2).
 
 Bad input (missing file or key, unreadable file, wrong shapes, NaN/inf, labels outside [0, K), probability
 rows not summing to 1, ``--bootstrap`` < 1, ``--ci-level`` outside (0, 1)) → one line on stderr and exit code 2,
@@ -157,6 +159,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     sets.add_argument("--mondrian", action="store_true", help="with --conformal: one quantile per class")
     sets.add_argument("--deterministic", action="store_true",
                       help="with --conformal: APS and RAPS without the uniform randomisation")
+    sets.add_argument("--weighted", action="store_true",
+                      help="with --conformal: weighted quantiles for covariate shift (Tibshirani et al. 2019), the "
+                           "likelihood ratio from a domain classifier between the calibration split and the "
+                           "evaluated predictions")
     sets.add_argument("--k-reg", type=int, default=1, help="with --conformal raps: the set size left unpenalised "
                                                            "(default 1)")
     sets.add_argument("--lam", type=float, default=0.01, help="with --conformal raps: the penalty per label beyond "
@@ -169,12 +175,13 @@ def set_request(args: argparse.Namespace) -> SetRequest | None:
     """The --conformal request, checked before any file is read (None without --conformal)."""
     if not args.conformal:
         extra = [flag for flag, given in (("--alpha", args.alpha is not None), ("--mondrian", args.mondrian),
-                                          ("--deterministic", args.deterministic)) if given]
+                                          ("--deterministic", args.deterministic),
+                                          ("--weighted", args.weighted)) if given]
         if extra:
             raise InputError(f"{extra[0]} needs --conformal SCORE (thr, aps or raps)")
         return None
     request = SetRequest(args.conformal, 0.1 if args.alpha is None else args.alpha, args.mondrian,
-                         not args.deterministic, args.k_reg, args.lam, args.seed)
+                         not args.deterministic, args.k_reg, args.lam, args.seed, args.weighted)
     try:
         return request.check()
     except (ValueError, UnknownNameError) as err:
@@ -228,7 +235,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         if sets is not None:
             fitted_sets = fit_sets(calib, fitted, sets)
             for name, pred in preds.items():
-                results[name]["conformal"] = conformal_result(pred, fitted, fitted_sets)
+                results[name]["conformal"] = conformal_result(pred, fitted, fitted_sets, calib)
         if args.plot:
             pred = preds[files[0].name]
             plot_reliability(pred.probs, pred.labels, args.bins, path=args.plot, title=files[0].name, bands=ci,

@@ -3,7 +3,8 @@ predictions, as the result dict and the table of ``python -m metacal.evaluate`` 
 
 from __future__ import annotations
 
-from metacal.conformal.evaluation import SetRequest, fit_columns, format_sets, result_head, set_columns
+from metacal.conformal.evaluation import (SetRequest, fit_columns, format_sets, result_head, set_columns,
+                                         shift_weights)
 from metacal.metrics import BootstrapSpec, summary
 from metacal.metrics.bootstrap import estimates_outside, outside_note
 from metacal.metrics.selective import flatten as flatten_selective
@@ -69,10 +70,13 @@ def fit_sets(calib: Predictions, fitted: dict, request: SetRequest) -> tuple[dic
             fit_columns(request, calibrated_columns(calib, fitted), calib.labels))
 
 
-def conformal_result(pred: Predictions, fitted: dict, sets: tuple[dict, dict]) -> dict:
-    """``"conformal"`` of the result: the sets of ``pred`` in every column of :func:`fit_sets`."""
+def conformal_result(pred: Predictions, fitted: dict, sets: tuple[dict, dict], calib: Predictions) -> dict:
+    """``"conformal"`` of the result: the sets of ``pred`` in every column of :func:`fit_sets` (weighted against
+    ``calib`` when the request is)."""
     head, predictors = sets
-    return {**head, "columns": set_columns(predictors, calibrated_columns(pred, fitted), pred.labels)}
+    weights = shift_weights(head["weighted"], calib.probs, pred.probs)
+    return {**head, "columns": set_columns(predictors, calibrated_columns(pred, fitted), pred.labels,
+                                           weights=weights)}
 
 
 TABLE_ROWS = (

@@ -23,6 +23,7 @@ accepted: feed those to ``model.network`` directly. A wrong shape or dtype is a 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Union
 
@@ -130,23 +131,30 @@ class CalibratedModel:
         return like_input(x, self.calibrate(self.logits(x)).argmax(dim=1))
 
     def predict_set(self, x: Any, alpha: float = 0.1, method: str = "aps", mondrian: bool = False,
-                    randomized: bool = True, seed: int = 0) -> Output:
+                    randomized: bool = True, seed: int = 0, weighted: bool = False) -> Output:
         """Prediction sets of raw ``x``: a boolean N×K mask whose rows hold the true label with probability
         ≥ 1 − ``alpha`` on data exchangeable with the run's validation split (split conformal, score ``method``:
         ``thr``, ``aps`` or ``raps``; ``mondrian``: per-class quantiles). The quantile is fitted once per setting on
         predictions/val.npz through this model's calibrator (metacal.conformal). Randomised scores draw one U per
-        row from ``seed``: the same rows in another order or batch may get other U."""
-        from metacal.conformal.evaluation import SetRequest
+        row from ``seed``: the same rows in another order or batch may get other U. ``weighted``: ``x`` is a sample
+        of a covariate-shifted distribution, and each row gets a quantile weighted by a domain classifier's
+        likelihood ratio between the validation split and ``x`` (Tibshirani et al. 2019; pass the whole sample at
+        once, since the ratio is fitted on it)."""
+        from metacal.conformal.evaluation import SetRequest, shift_weights
 
-        request = SetRequest(method, alpha, mondrian, randomized, seed=seed).check()
-        if request not in self._set_predictors:
+        request = SetRequest(method, alpha, mondrian, randomized, seed=seed, weighted=weighted).check()
+        fitted = replace(request, weighted=False)  # one fitted predictor serves the weighted sets too
+        if fitted not in self._set_predictors:
             if self.root is None:
                 raise RunError("predict_set needs the run directory's predictions/val.npz to calibrate the sets")
             val = load_predictions(self.root / "predictions" / "val.npz")
             request.check_size(int(val.labels.shape[0]), f"{self.root}/predictions/val.npz")
             logits = val.logits if val.logits is not None else val.probs.clamp_min(1e-300).log()
-            self._set_predictors[request] = request.predictor().fit(self.calibrate(logits), val.labels)
-        return like_input(x, self._set_predictors[request].predict_set(self.calibrate(self.logits(x))).cpu())
+            self._set_predictors[fitted] = (request.predictor().fit(self.calibrate(logits), val.labels), val.probs)
+        predictor, val_probs = self._set_predictors[fitted]
+        logits = self.logits(x)
+        weights = shift_weights(weighted, val_probs, torch.softmax(logits.double(), 1))
+        return like_input(x, predictor.predict_set(self.calibrate(logits), weights=weights).cpu())
 
     def export(self, path: str | Path) -> Path:
         """Write one file mapping raw float32 inputs to calibrated probabilities: ``.pt2`` (torch.export) or

@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 from metacal.atomic_io import write_text_atomic
-from metacal.conformal.evaluation import SetRequest, fit_columns, quantile_of, result_head, set_columns
+from metacal.conformal.evaluation import (SetRequest, fit_columns, quantile_of, result_head, set_columns,
+                                         shift_weights)
 from metacal.data import shift_suites
 from metacal.data.ood_sets import OOD_SETS
 from metacal.metrics import summary
@@ -94,11 +95,14 @@ class Columns:
                 val = replace(run.val, perturbed=perturbed)
             self.fitted[name] = calibrators.fit_calibrator(name, val, num_bins)
         self.sets: dict[str, Any] = {}
+        self.set_calib: Predictions | None = None  # the calibration split of weighted sets
+        self.weighted = False
 
     def fit_sets(self, request: SetRequest, val: Predictions) -> dict[str, Any]:
         """Conformal predictors for every column, fitted on ``val`` through the column's calibrator; every later
         cell gains ``"sets"`` (coverage and sizes) in each column. Returns the result's ``"conformal"`` head."""
         self.sets = fit_columns(request, self.probs(val), val.labels)
+        self.set_calib, self.weighted = val, request.weighted
         return {**result_head(request, int(val.labels.shape[0])),
                 "quantiles": {name: quantile_of(p) for name, p in self.sets.items()}}
 
@@ -124,7 +128,8 @@ class Columns:
             samples.add(severity, probs, pred.labels)
         out = {name: _summary(p, pred.labels, self.num_bins) for name, p in probs.items()}
         if self.sets:
-            for name, metrics in set_columns(self.sets, probs, pred.labels, cell=True).items():
+            weights = shift_weights(self.weighted, self.set_calib.probs, pred.probs)
+            for name, metrics in set_columns(self.sets, probs, pred.labels, cell=True, weights=weights).items():
                 out[name]["sets"] = metrics
         return out
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import metacal
-from metacal.conformal import ConformalPredictor, set_metrics
+from metacal.conformal import ConformalPredictor, domain_weights, log_prob_features, set_metrics
 from metacal.conformal.evaluation import CELL_KEYS, SetRequest
 from metacal.data import shift_suites
 from metacal.evaluate.cli import main
@@ -79,12 +79,35 @@ def test_the_table_names_the_request_and_every_column(tmp_path, capsys):
     (["--conformal", "aps", "--alpha", "0.01"], "has 50 samples; a 99% conformal quantile needs at least 99"),
     (["--alpha", "0.1"], "--alpha needs --conformal SCORE"),
     (["--conformal", "raps", "--lam", "-1"], "raps needs k_reg >= 0 and a finite lam >= 0"),
+    (["--weighted"], "--weighted needs --conformal SCORE"),
+    (["--conformal", "thr", "--mondrian", "--weighted"], "use weighted or mondrian, not both"),
 ])
 def test_bad_requests_are_one_line(tmp_path, capsys, extra, message):
     logits_file(tmp_path / "val.npz", 50, 3, 0)
     logits_file(tmp_path / "test.npz", 50, 3, 1)
     code, out, err = run_cli([tmp_path / "test.npz", "--calib", tmp_path / "val.npz", *extra], capsys)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_weighted_sets_on_files_are_the_predictor_with_domain_weights(tmp_path, capsys):
+    """--weighted: every column's sets use the weights of a domain classifier between the calibration split and the
+    evaluated file (here a shifted one: twice the logit scale)."""
+    cal_logits, cal_labels = logits_file(tmp_path / "val.npz", 400, 4, 0)
+    logits, labels = logits_file(tmp_path / "test.npz", 300, 4, 1, scale=6.0)
+    code, out, err = run_cli([tmp_path / "test.npz", "--calib", tmp_path / "val.npz", "--calibrators", "ts_nll",
+                              "--conformal", "thr", "--weighted", "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)["conformal"]
+    assert got["weighted"] is True
+    cal_probs, probs = torch.softmax(cal_logits, 1), torch.softmax(logits, 1)
+    weights = domain_weights(log_prob_features(cal_probs), log_prob_features(probs))
+    predictor = ConformalPredictor("thr", 0.1).fit(cal_probs, cal_labels)
+    expected = set_metrics(predictor.predict_set(probs, weights=weights), labels)
+    assert got["columns"]["uncalibrated"]["coverage"] == pytest.approx(expected["coverage"], abs=1e-12)
+    assert got["columns"]["uncalibrated"]["size_mean"] == pytest.approx(expected["size_mean"], abs=1e-12)
+    code, out, err = run_cli([tmp_path / "test.npz", "--calib", tmp_path / "val.npz", "--conformal", "thr",
+                              "--weighted"], capsys)
+    assert code == 0 and "prediction sets: shift-weighted THR sets at α = 0.1" in out, err
 
 
 def test_sets_need_a_calibration_split(tmp_path, capsys):
@@ -138,3 +161,20 @@ def test_predict_set_is_the_conformal_mask_of_the_calibrated_probabilities(mnist
     assert isinstance(model.predict_set(torch.as_tensor(x), method="thr"), torch.Tensor)
     with pytest.raises(ValueError, match=r"^alpha must be a number in \(0, 1\)"):
         model.predict_set(x, alpha=1.0)
+
+
+def test_weighted_predict_set_uses_the_domain_weights_of_the_batch(mnist1d_run):
+    """weighted=True: the batch is the shifted sample; the sets are the predictor's with the domain classifier's
+    weights between the raw validation probabilities and the batch's."""
+    model = metacal.load(mnist1d_run, device="cpu")
+    run = load_run(mnist1d_run, "cpu")
+    x, _ = shift_suites.shifted_split(run.bundle, "mnist1d_natural", "translation", 5, "test", 0)
+    sets = model.predict_set(x, alpha=0.1, method="thr", weighted=True)
+    predictor = ConformalPredictor("thr", 0.1).fit(model.calibrate(run.val.logits), run.val.labels)
+    raw = torch.softmax(run.logits(x).double(), 1)
+    weights = domain_weights(log_prob_features(run.val.probs), log_prob_features(raw))
+    expected = predictor.predict_set(model.calibrate(run.logits(x)), weights=weights)
+    assert torch.equal(torch.as_tensor(sets), expected)
+    assert not torch.equal(torch.as_tensor(sets), torch.as_tensor(model.predict_set(x, alpha=0.1, method="thr")))
+    with pytest.raises(ValueError, match="weighted or mondrian"):
+        model.predict_set(x, method="thr", mondrian=True, weighted=True)

@@ -110,3 +110,40 @@ def test_shift_coverage_equals_evaluate_run(mnist1d_run):
         assert got[key(column, "raps")][2]["size_mean"] == pytest.approx(held[column]["sets"]["size_mean"], abs=1e-9)
     clean = result["clean"]["ts_nll"]["sets"]
     assert got[key("ts_nll", "raps")][0]["coverage"] == pytest.approx(clean["coverage"], abs=1e-9)
+
+
+def test_weighted_shift_coverage_equals_evaluate_run_and_reaches_the_page(mnist1d_run):
+    got = shift_sets(mnist1d_run, "mnist1d_natural", severities=(4, 5), alpha=0.1, weighted=True)
+    result = evaluate_run(mnist1d_run, shift="mnist1d_natural", severities=[4], write=False, progress=False,
+                          sets=SetRequest("aps", 0.1, weighted=True))
+    held = next(m for m in result["shift"]["mean"] if m["severity"] == 4 and m["over"] == "held_out")["metrics"]
+    for column in ("uncalibrated", "ts_nll"):
+        for k in ("coverage", "size_mean"):
+            assert got[key(f"{column}_weighted", "aps")][4][k] == pytest.approx(held[column]["sets"][k], abs=1e-9)
+    # the weights change the sets (a different quantile per input) and the page shows both rows
+    assert got[key("ts_nll_weighted", "aps")][4]["size_mean"] != got[key("ts_nll", "aps")][4]["size_mean"]
+    from experiments.conformal.numbers import RunSets
+    from experiments.conformal.page import weighted_answer, weighted_table
+    runs = {"ce": {s: RunSets("ce", s, 0.1, 1.5, 0.2, {}, got) for s in (0, 1)}}
+    table = {("ce", "uncalibrated"): runs["ce"], ("ce", "ts_nll"): runs["ce"]}
+    lines = "\n".join(weighted_table(table, Study("t", "T", "b", Path("r"), "mnist1d_natural")))
+    cov = 100 * got[key("ts_nll_weighted", "aps")][4]["coverage"]
+    assert "| CE + TS, weighted | APS |" in lines and f"{cov:.1f} / " in lines
+    # the domain table: AUROC and the share of infinite quantiles, recomputed by hand for one family
+    from metacal.conformal import domain_weights, log_prob_features
+    from metacal.data import shift_suites
+    from metacal.metrics.ood import auroc
+    from metacal.predict.network import load_run
+    run = load_run(mnist1d_run, "cpu")
+    family = shift_suites.held_out_families(run.bundle, "mnist1d_natural")[0]
+    x, _ = shift_suites.shifted_split(run.bundle, "mnist1d_natural", family, 5, "test", 0)
+    w_cal, w_test = domain_weights(log_prob_features(torch.softmax(run.val.logits.double(), 1)),
+                                   log_prob_features(torch.softmax(run.logits(x).double(), 1)))
+    cell = got[key("weights", family)][5]
+    assert cell["auroc"] == pytest.approx(auroc(w_test, w_cal), abs=1e-9)
+    assert cell["infinite"] == pytest.approx(float((w_test > 0.1 * w_cal.sum() / 0.9).double().mean()), abs=1e-12)
+    assert f"| {family} | " in lines and f"{cell['auroc']:.2f} / {100 * cell['infinite']:.0f} |" in lines
+    gain = 100 * (got[key("ts_nll_weighted", "aps")][5]["coverage"] - got[key("ts_nll", "aps")][5]["coverage"])
+    text = "\n".join(weighted_answer(table))
+    # two identical seeds: a zero-width interval, marked resolved
+    assert "on CE + TS at severity 5" in text and f"APS **{gain:+.1f} [" in text, text
