@@ -23,8 +23,8 @@ import torch
 
 from metacal.conformal import ConformalPredictor, set_metrics
 from metacal.conformal.evaluation import shift_weights
-from metacal.metrics.ood import auroc
 from metacal.data import shift_suites
+from metacal.metrics.ood import auroc
 from metacal.posthoc import TemperatureScaling
 from metacal.predict.network import load_run
 from metacal.predictions import Predictions

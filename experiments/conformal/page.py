@@ -248,7 +248,9 @@ def study_lines(study: Study, runs: Runs) -> list[str]:
 def page_lines(study: Study, runs: Runs, figure: str | None) -> list[str]:
     lines = [f"# Prediction sets: {study.title}", "", "Regenerate this page (numbers, CSV and figure) with:", "",
              "```", f"python scripts/conformal_report.py report {study.name}", "```", "", machine_markdown(), "",
-             "The runs are the regime study's clean-label sweep of this config; train any that are missing with:",
+             ("The runs are the regime study's clean-label sweep of this config" if study.runs.parts[:2] ==
+              ("runs", "regimes") else "The runs are this page's own sweep of this config")
+             + "; train any that are missing with:",
              "", "```", study.sweep_command(), "```", "",
              "Split conformal sets (metacal.conformal; docs/conventions.md#conformal-prediction-sets): the quantile "
              "is fitted on each run's validation predictions, through the raw softmax or through the temperature "

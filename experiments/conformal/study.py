@@ -1,6 +1,6 @@
-"""What the prediction-set pages compare: per over-confident regime, the runs of each training method (the clean-label
-sweeps of the regime study, ``runs/regimes/<study>/clean``, same configs and seeds), each score at each α, on the raw
-softmax and after the run's own temperature scaling.
+"""What the prediction-set pages compare: per over-confident regime, the runs of each training method (the MLPs reuse
+the clean-label sweeps of the regime study, ``runs/regimes/<study>/clean``, same configs and seeds; the ResNet has its
+own sweep folder), each score at each α, on the raw softmax and after the run's own temperature scaling.
 
 Methods (the pages' rows): CE, the per-seed fixed-γ grid pick (lowest validation ECE among CE and focal γ = 1…5, as
 on the other results pages), auto γ, FLγ-SECE, focal γ = 5 (Mukhoti et al.'s over-regularised end), LS-0.05 and MbLS.

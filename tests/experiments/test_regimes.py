@@ -21,7 +21,7 @@ from experiments.regimes.study import Page, Regime, Study
 from metacal import metrics
 from metacal.run.method import Method
 from metacal.predictions import Predictions
-from metacal.report.regime_guide import cells, regimes_markdown, verdict
+from metacal.report.regime_guide import Tally, cells, regimes_markdown, tallies, verdict
 
 K, N = 4, 400
 SEEDS = (0, 1, 2, 3)
@@ -155,6 +155,34 @@ def test_guide_verdict_names_a_row_only_when_it_wins_everywhere():
     hurt = Cell("A", "r3", "CE + TS", 0.30, "Mixup", 0.2, (-0.1, -0.2, 0.01), False, 5, (-0.2, -0.3, -0.1), True)
     assert verdict([hurt, hurt]).startswith("Keep CE as trained, with no post-hoc map")
     assert not verdict([hurt, lose]).startswith("Keep CE")
+
+
+def test_guide_prefers_a_row_that_wins_somewhere_and_loses_nowhere():
+    """Two regimes against CE + TS: the grid pick wins r1 (resolved) and ties r2; mixup wins r1 but loses r2 (both
+    resolved); CE as trained never differs. The verdict names the grid pick; with no such row, the post-hoc column."""
+    head = ["study", "study_title", "regime", "regime_label", "kind", "metric", "row", "row_label", "mean", "n",
+            "vs_ce+ts_mean", "vs_ce+ts_low", "vs_ce+ts_high", "vs_ce+ts_resolved"]
+    table = {  # regime → row → (mean, Δ mean, low, high, resolved)
+        "r1": {"ce": (0.08, 0.01, -0.02, 0.04, "0"), "ce+ts": (0.07, "", "", "", ""),
+               "grid": (0.05, -0.02, -0.03, -0.01, "1"), "mixup": (0.04, -0.03, -0.05, -0.01, "1")},
+        "r2": {"ce": (0.06, 0.01, -0.01, 0.03, "0"), "ce+ts": (0.05, "", "", "", ""),
+               "grid": (0.05, 0.0, -0.01, 0.01, "0"), "mixup": (0.07, 0.02, 0.01, 0.03, "1")},
+    }
+    labels = {"ce": "CE", "ce+ts": "CE + TS", "grid": "Grid pick", "mixup": "Mixup"}
+    rows = [{k: str(v) for k, v in zip(head, ("s", "S", regime, regime, "noisy", "ece", row, labels[row],
+                                               vals[0], 3, *vals[1:]))}
+            for regime, by_row in table.items() for row, vals in by_row.items()]
+    assert tallies(rows, "noisy", "ece") == [Tally("CE", 0, 0, 2), Tally("Grid pick", 1, 0, 2), Tally("Mixup", 1, 1, 2)]
+    found = cells(rows, "noisy", "ece")
+    assert verdict(found, tally=tallies(rows, "noisy", "ece")) == (
+        "Use the grid pick (CE and focal γ = 1…5 trained, the lowest validation ECE kept) rather than CE + TS: it "
+        "beats the best post-hoc column by a resolved margin in 1 of 2 regimes and loses to it by a resolved margin in "
+        "none.")
+    tied = [Tally("CE", 1, 0, 2), Tally("Mixup", 1, 0, 2)]
+    assert verdict(found, tally=tied).startswith("Use CE as trained (no post-hoc map) or Mixup rather than CE + TS: "
+                                                 "each beats")
+    assert verdict(found, tally=[Tally("Mixup", 1, 1, 2)]).startswith("Use CE + TS (a post-hoc map")
+    assert verdict(found, tally=[Tally("Mixup", 0, 0, 2)]).startswith("Use CE + TS (a post-hoc map")
 
 
 def test_guide_names_a_resolved_win_before_a_lower_unresolved_mean():
