@@ -2,10 +2,11 @@
 
     python scripts/regime_study.py arrays                         # the own-data study's .npz (once)
     python scripts/regime_study.py sweep [--studies ...] [--jobs 2] [--seeds 0 1 2 3 4] [--dry-run]
-    python scripts/regime_study.py report noisy_labels|overlap|long_tail [--out docs/results/<page>.md]
+    python scripts/regime_study.py report noisy_labels|overlap|long_tail [--out docs/results/<page>.md] [--no-cache]
 
 ``sweep`` runs each regime's ``scripts/sweep.py`` in turn (each resumes: finished runs are skipped); the pages print
-those commands. ``report`` writes one page from the studies that name it (experiments/regimes/page.py).
+those commands. ``report`` writes one page from the studies that name it (experiments/regimes/page.py); each run's
+numbers are cached (experiments/regimes/numbers_cache.py), so a second report only scores new or retrained runs.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="write one page")
     report.add_argument("page", choices=sorted({s.page for s in STUDIES}))
     report.add_argument("--out", type=Path, default=None, help="default docs/results/<page>.md")
+    report.add_argument("--no-cache", action="store_true",
+                        help="score every run afresh (the cache: $XDG_CACHE_HOME/metacal/regime_numbers)")
     args = parser.parse_args(argv)
     try:
         if args.command == "arrays":
@@ -73,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "sweep":
             return sweep(args.studies, args.seeds, args.jobs, args.dry_run)
+        from .numbers_cache import default_dir
         from .page import write_page
 
         out = args.out or Path("docs/results") / f"{args.page}.md"
-        print(write_page(args.page, out))
+        print(write_page(args.page, out, None if args.no_cache else default_dir()))
         return 0
     except (ValueError, FileNotFoundError) as exc:
         print(f"regime_study: error: {' '.join(str(exc).split())}", file=sys.stderr)

@@ -82,8 +82,13 @@ def run_numbers(run: Run, calibrators: tuple[str, ...]) -> RunNumbers:
 StudyNumbers = dict[str, dict[str, dict[int, RunNumbers]]]
 
 
-def collect(study: Study, calibrators: tuple[str, ...], progress: Any = None) -> StudyNumbers:
-    """Every finished run of every regime of ``study`` (missing regimes and runs are left out)."""
+def collect(study: Study, calibrators: tuple[str, ...], progress: Any = None,
+            cache: Path | None = None) -> StudyNumbers:
+    """Every finished run of every regime of ``study`` (missing regimes and runs are left out); with ``cache``, a
+    folder of experiments/regimes/numbers_cache.py entries, each run's numbers are read from or written to it."""
+    from .numbers_cache import cached_run_numbers  # it imports this module
+
+    score = run_numbers if cache is None else lambda r, c: cached_run_numbers(r, c, cache)
     out: StudyNumbers = {}
     for regime in study.regimes:
         folder = study.out(regime)
@@ -91,7 +96,7 @@ def collect(study: Study, calibrators: tuple[str, ...], progress: Any = None) ->
         for path in sorted(folder.glob("*/seed*")) if folder.is_dir() else []:
             run = read_run(path)
             if run.finished and run.seed is not None and run.has_predictions("val") and run.has_predictions("test"):
-                stems.setdefault(run.method, {})[run.seed] = run_numbers(run, calibrators)
+                stems.setdefault(run.method, {})[run.seed] = score(run, calibrators)
             if progress is not None:
                 progress.update(1)
         if stems:

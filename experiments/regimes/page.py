@@ -28,8 +28,9 @@ METRIC_NAMES = {"ece": "ECE against the clean test labels", "error": "error (cle
                 "tv": "total variation to the true posterior E ½Σ|p̂ − p*|"}
 
 
-def write_page(name: str, out: Path) -> Path:
-    """Collect the runs of the page's studies and write ``out`` with its CSV and figure beside it."""
+def write_page(name: str, out: Path, cache: Path | None = None) -> Path:
+    """Collect the runs of the page's studies (through ``cache``, a folder of experiments/regimes/numbers_cache.py
+    entries, when given) and write ``out`` with its CSV and figure beside it."""
     spec = page(name)
     problem = page_problem(out)
     if problem:
@@ -41,7 +42,7 @@ def write_page(name: str, out: Path) -> Path:
                                 f"sweep --studies {' '.join(s.name for s in studies)} first")
     calibrators = tuple(dict.fromkeys(("ts_nll", *spec.references)))
     with tqdm(total=total, desc=f"reading {name} runs", leave=False) as bar:
-        numbers = {s.name: collect(s, calibrators, bar) for s in studies}
+        numbers = {s.name: collect(s, calibrators, bar, cache) for s in studies}
     from .figure import draw
 
     figure = out.with_name(f"{out.stem}.png")
@@ -102,6 +103,10 @@ def study_lines(spec: Page, study: Study, numbers: StudyNumbers) -> list[str]:
             continue
         lines += [f"### {METRIC_NAMES[metric][0].upper() + METRIC_NAMES[metric][1:]} (%), mean ± sd", ""]
         lines += metric_table(numbers, regimes, rows, metric)
+        if metric in spec.paired:
+            lines += [f"### Paired against the best post-hoc reference on {METRIC_NAMES[metric]}: Δ {metric} (points) "
+                      "[95% CI]", "", "As above, with the reference chosen on this metric.", ""]
+            lines += paired_table(numbers, regimes, rows, spec, metric)
     lines += ["### Epoch kept (selected by validation error on the run's own validation labels), mean over seeds",
               ""]
     lines += epoch_table(numbers, regimes)

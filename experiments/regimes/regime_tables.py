@@ -33,12 +33,21 @@ def mean_sd(vals: dict[int, float]) -> str:
     return f"{pct(m)} ± {pct(sd)}" + ("" if len(vals) >= 5 else f" (n={len(vals)})")
 
 
+def direction(over: float) -> str:
+    """Mean confidence − accuracy (a fraction) as the page states it: its sign in words and its size in points."""
+    if not math.isfinite(over):
+        return "–"
+    return f"{'over-confident' if over > 0 else 'under-confident' if over < 0 else 'exact'} ({pct(over)})"
+
+
 def _facts(numbers: StudyNumbers, regime: Regime, key) -> list[float]:
     return [v for runs in numbers[regime.name].values() for r in runs.values() if (v := key(r)) is not None]
 
 
 def regime_table(study: Study, numbers: StudyNumbers, regimes: list[Regime]) -> list[str]:
-    """Per regime: runs, held-out labels, realised noise, CE's error, T and direction, what the data looks like."""
+    """Per regime: runs, held-out labels, realised noise, CE's error, T, what the data looks like, and CE's direction
+    on the clean test set raw and after that T (TS fitted on held-out labels that are noisy or imbalanced can leave
+    the clean, balanced test set mis-calibrated in either direction)."""
     rows = []
     for regime in regimes:
         stems = numbers[regime.name]
@@ -48,6 +57,7 @@ def regime_table(study: Study, numbers: StudyNumbers, regimes: list[Regime]) -> 
         val = [n["val"] for n in noise if "val" in n]
         temps = [r.temperature for r in ce.values() if math.isfinite(r.temperature)]
         over = mean(values(stems, Variant("ce"), "overconfidence"))
+        over_ts = mean(values(stems, Variant("ce", "ts_nll"), "overconfidence"))
         held = "clean" if not train else (f"{regime.trusted} clean" if regime.trusted else "noisy")
         sizes = next((r.record.get("sizes", {}) for r in ce.values()), {})
         counts = next((r.record.get("class_counts", {}).get("train") for r in ce.values()), None)
@@ -57,16 +67,17 @@ def regime_table(study: Study, numbers: StudyNumbers, regimes: list[Regime]) -> 
         bayes = [b for r in ce.values() if (b := r.variants["raw"].get("bayes_error")) is not None]
         if bayes:
             shape += f"; Bayes error {pct(sum(bayes) / len(bayes), 1)}%"
-        direction = "over-confident" if over > 0 else "under-confident" if over < 0 else "–"
         rows.append([regime.label, shape, held, pct(sum(train) / len(train), 1) if train else "0",
                      pct(sum(val) / len(val), 1) if val else ("0" if not train else "–"),
                      mean_sd(values(stems, Variant("ce"), "error")),
                      f"{sum(temps) / len(temps):.3f} [{min(temps):.3f}, {max(temps):.3f}]" if temps else "–",
-                     f"{direction} ({pct(over)})", str(sum(len(v) for v in stems.values()))])
+                     direction(over), direction(over_ts), str(sum(len(v) for v in stems.values()))])
     headers = ["Regime", "Data", "Held-out labels", "Train noise (%)", "Val noise (%)", "CE error (%)",
-               "CE's T (mean [min, max])", "CE raw on clean test (conf − acc, points)", "Runs"]
+               "CE's T (mean [min, max])", "CE raw on clean test (conf − acc, points)",
+               "CE + TS on clean test (conf − acc, points)", "Runs"]
     return table(headers, rows) + [
-        "T: temperature scaling fitted by NLL on the run's own validation split (the labels it has). Noise: the "
+        "T: temperature scaling fitted by NLL on the run's own validation split (the labels it has); CE + TS is CE "
+        "after that T, scored on the clean test labels. Noise: the "
         "realised share of flipped labels (metrics.json data.label_noise), mean over CE's seeds.", ""]
 
 
@@ -76,8 +87,11 @@ def metric_table(numbers: StudyNumbers, regimes: list[Regime], rows: list[Varian
     return table(["Row", *(r.label for r in regimes)], body)
 
 
-def paired_table(numbers: StudyNumbers, regimes: list[Regime], rows: list[Variant], spec: Page) -> list[str]:
-    refs = {r.name: best_reference(numbers[r.name], spec.references, spec.headline) for r in regimes}
+def paired_table(numbers: StudyNumbers, regimes: list[Regime], rows: list[Variant], spec: Page,
+                 metric: str | None = None) -> list[str]:
+    """Each row minus the best reference on ``metric`` (the page's headline by default), paired over seeds."""
+    metric = metric or spec.headline
+    refs = {r.name: best_reference(numbers[r.name], spec.references, metric) for r in regimes}
     headers = ["Row"] + [f"{r.label} (vs {refs[r.name].label if refs[r.name] else '–'})" for r in regimes]
     body = []
     for v in rows:
@@ -87,7 +101,7 @@ def paired_table(numbers: StudyNumbers, regimes: list[Regime], rows: list[Varian
             if ref is None or v == ref:
                 cells.append("ref" if v == ref else "–")
                 continue
-            d = compare(numbers[r.name], v, ref, spec.headline)
+            d = compare(numbers[r.name], v, ref, metric)
             text = interval_text(d)
             cells.append(f"**{text}**" if d.n > 1 and d.resolved else text)
         if any(c not in ("–",) for c in cells):

@@ -39,13 +39,15 @@ class Regime:
 @dataclass(frozen=True)
 class Page:
     """One results page: its headline metric (a key of experiments/regimes/numbers.py), the other metrics it
-    tabulates, and the post-hoc calibrators of its reference rows (CE + each)."""
+    tabulates, the post-hoc calibrators of its reference rows (CE + each), and the other metrics that also get a
+    paired table against their own best reference."""
 
     name: str
     title: str
     headline: str
     metrics: tuple[str, ...]
     references: tuple[str, ...] = ("ts_nll", "ets")
+    paired: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,9 +108,9 @@ PAGES = (
     Page("noisy_labels", "Noisy labels: where one temperature fitted on noisy held-out data is not enough", "ece",
          ("ece", "error", "ece_noisy", "classwise_ece")),
     Page("overlap", "Overlapping classes: calibration against the true posterior", "gap",
-         ("gap", "ece", "error", "tv")),
+         ("gap", "ece", "error", "tv"), paired=("ece",)),
     Page("long_tail", "A long tail: classwise calibration when the classes are imbalanced", "classwise_ece",
-         ("classwise_ece", "ece", "error"), ("ts_nll", "ets", "vector", "dirichlet")),
+         ("classwise_ece", "ece", "error"), ("ts_nll", "ets", "vector", "dirichlet"), ("ece",)),
 )
 
 

@@ -147,3 +147,16 @@ def test_weighted_shift_coverage_equals_evaluate_run_and_reaches_the_page(mnist1
     text = "\n".join(weighted_answer(table))
     # two identical seeds: a zero-width interval, marked resolved
     assert "on CE + TS at severity 5" in text and f"APS **{gain:+.1f} [" in text, text
+
+
+def test_each_studys_printed_sweep_trains_the_seeds_its_page_reads():
+    from experiments.conformal.study import STUDIES
+    from experiments.regimes.study import SEEDS as REGIME_SEEDS
+
+    for study in STUDIES:
+        argv = study.sweep_command().split()
+        seeds = tuple(int(a) for a in argv[argv.index("--seeds") + 1:argv.index("--out")])
+        assert seeds == study.seeds
+        assert argv[argv.index("--out") + 1] == str(study.runs)
+    mlp = [s for s in STUDIES if "regimes" in s.runs.parts]
+    assert mlp and all(s.seeds == REGIME_SEEDS for s in mlp)  # the regime study's clean sweeps: same seeds

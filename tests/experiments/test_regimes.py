@@ -20,7 +20,7 @@ from experiments.regimes.rows import GRID, Variant, best_reference, compare, gri
 from experiments.regimes.study import Page, Regime, Study
 from metacal import metrics
 from metacal.run.method import Method
-from metacal.predictions import Predictions
+from metacal.predictions import Predictions, load_predictions
 from metacal.report.regime_guide import Tally, cells, regimes_markdown, tallies, verdict
 
 K, N = 4, 400
@@ -204,3 +204,43 @@ def test_guide_names_a_resolved_win_before_a_lower_unresolved_mean():
 def test_guide_branch_without_the_page_names_the_command(tmp_path):
     with pytest.raises(FileNotFoundError, match="regime_study.py report noisy_labels"):
         regimes_markdown(tmp_path, "docs/results", {"noisy_labels": "Noisy labels"})
+
+
+def test_regime_line_states_ces_direction_raw_and_after_ts_fitted_on_noisy_labels(toy):
+    """CE's logits are 3× too sharp: raw it is over-confident on the clean test labels; TS fitted on validation labels
+    with 30% flips (as a noisy run's val.npz holds them) flattens it past calibration, so CE + TS is under-confident
+    on the clean test labels. The regime line states both, in points."""
+    from experiments.regimes.regime_tables import regime_table
+    from metacal.posthoc import TemperatureScaling
+
+    study, _ = toy
+    raw, ts = [], []
+    for seed in SEEDS:
+        run = Path(f"runs/regimes/toy/pair30/ce/seed{seed}/predictions")
+        val, test = (load_predictions(run / f"{s}.npz") for s in ("val", "test"))
+        val = replace(val, labels=val.noisy_labels)
+        val.save(run / "val.npz")
+        t = TemperatureScaling("nll").fit(val.logits.double(), val.labels).temperature
+        raw.append(float(metrics.overconfidence(test.probs, test.labels)))
+        ts.append(float(metrics.overconfidence(torch.softmax(test.logits.double() / t, 1), test.labels)))
+    assert np.mean(raw) > 0 > np.mean(ts)
+    found = collect(study, ("ts_nll", "ets"))
+    row = next(line for line in regime_table(study, found, list(study.regimes)) if line.startswith("| pair 0.3"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[7] == f"over-confident ({100 * np.mean(raw):.2f})"
+    assert cells[8] == f"under-confident ({100 * np.mean(ts):.2f})"
+
+
+def test_a_secondary_paired_table_chooses_its_reference_on_its_own_metric(toy, tmp_path):
+    study, found = toy
+    spec = Page("toy_page", "Toy", "ece", ("ece", "error", "ece_noisy"), paired=("ece_noisy",))
+    lines = page_lines(spec, [study], {"toy": found}, tmp_path / "toy_page.md")
+    start = next(i for i, line in enumerate(lines) if line.startswith("### Paired") and "Δ ece_noisy" in line)
+    header = next(line for line in lines[start:] if line.startswith("| Row"))
+    mixup = next(line for line in lines[start:] if line.startswith("| Mixup |"))
+    stems = found["pair30"]
+    ref = best_reference(stems, spec.references, "ece_noisy")
+    assert f"(vs {ref.label})" in header
+    d = compare(stems, Variant("mixup"), ref, "ece_noisy")
+    assert f"{100 * d.mean:+.2f}" in mixup
+    assert sum("### Paired" in line for line in lines) == 2  # the headline's and this one
