@@ -164,6 +164,8 @@ def answer_lines(study: Study, numbers: StudyNumbers, spec: Page) -> list[str]:
         better = [(v, d) for v, d in diffs if d.n > 1 and d.resolved and d.mean < 0]
         worse = sum(1 for _, d in diffs if d.n > 1 and d.resolved and d.mean > 0)
         ref_text = f"{ref.label} {pct(mean(values(stems, ref, spec.headline)))}%"
+        worse_text = {0: "No training-time row is", 1: "1 training-time row is"}.get(
+            worse, f"{worse} training-time rows are") + " resolved worse."
         n = min((d.n for _, d in diffs), default=0)
         raw = compare(stems, Variant("ce"), ref, spec.headline)
         raw_text = (f" CE as trained, with no post-hoc map: {interval_text(raw)} points"
@@ -172,10 +174,10 @@ def answer_lines(study: Study, numbers: StudyNumbers, spec: Page) -> list[str]:
             better.sort(key=lambda item: item[1].mean)
             listed = "; ".join(f"{v.label} {interval_text(d)}" for v, d in better)
             lines.append(f"- {regime.label} (best reference {ref_text}; {n}+ seeds): **yes** — {listed} points. "
-                         f"{worse} training-time rows are resolved worse.{raw_text}")
+                         f"{worse_text}{raw_text}")
         else:
             v, d = min(diffs, key=lambda item: item[1].mean) if diffs else (None, None)
             best = f"; the closest, {v.label}, {interval_text(d)} points" if v is not None else ""
             lines.append(f"- {regime.label} (best reference {ref_text}; {n}+ seeds): **no**{best}. "
-                         f"{worse} training-time rows are resolved worse.{raw_text}")
+                         f"{worse_text}{raw_text}")
     return lines + [""]

@@ -16,7 +16,7 @@ from scipy import stats
 
 from experiments.regimes.numbers import collect, scores
 from experiments.regimes.page import page_csv, page_lines
-from experiments.regimes.rows import GRID, Variant, best_reference, compare, grid_choice, values
+from experiments.regimes.rows import GRID, Variant, best_reference, compare, grid_choice, values, variants
 from experiments.regimes.study import Page, Regime, Study
 from metacal import metrics
 from metacal.run.method import Method
@@ -126,6 +126,11 @@ def test_page_answer_and_csv_agree_with_the_numbers(toy, tmp_path):
                           Variant("focal"), Variant("focal2"))
               if v.stem in ("mixup", GRID) and (d := compare(stems, v, ref, "ece")).n > 1 and d.resolved and d.mean < 0]
     assert ("**yes**" in answer) == bool(better)
+    worse = [v for v in variants(spec.references) if v.trains_differently
+             and (d := compare(stems, v, ref, "ece")).n > 1 and d.resolved and d.mean > 0]
+    said = {0: "No training-time row is", 1: "1 training-time row is"}.get(len(worse),
+                                                                        f"{len(worse)} training-time rows are")
+    assert f"{said} resolved worse." in answer
     rows = list(csv.DictReader(page_csv(spec, [study], {"toy": found}).splitlines()))
     line = next(r for r in rows if r["row"] == "mixup" and r["metric"] == "ece")
     d = compare(stems, Variant("mixup"), Variant("ce", "ets"), "ece")
