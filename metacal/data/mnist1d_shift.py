@@ -99,9 +99,10 @@ def build_cache(args: dict[str, Any], families: Sequence[str] = FAMILIES, cache_
     from tqdm.auto import tqdm
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    desc = f"mnist1d_natural: first build of {len(todo)} shifted sets into {folder / 'mnist1d'}"
+    if show:  # the folder on its own line: a bar's description is cut to the terminal's width
+        print(f"mnist1d_natural: first build of {len(todo)} shifted sets into {folder / 'mnist1d'}", file=sys.stderr)
     done = 0
-    with tqdm(total=len(todo), desc=desc, unit="set", disable=not show, leave=False) as bar:
+    with tqdm(total=len(todo), desc="mnist1d_natural", unit="set", disable=not show, leave=False) as bar:
         for family, severity in todo:
             shifted = shifted_args(args, family, severity)
             load_or_generate(shifted, folder)
