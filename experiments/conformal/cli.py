@@ -15,6 +15,7 @@ from metacal.registry import unknown_name
 from metacal.writable import folder_problem
 
 from .numbers import collect
+from .numbers_cache import default_dir
 from .page import write_page
 from .study import GRID, METHODS, STUDIES, SWEPT
 
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("study", help=", ".join(s.name for s in STUDIES))
     rep.add_argument("--out", default="docs/results", help="folder of the page (default docs/results)")
     rep.add_argument("--no-shift", action="store_true", help="leave out coverage under shift (faster)")
+    rep.add_argument("--no-cache", action="store_true",
+                     help="score every run afresh (the cache: $XDG_CACHE_HOME/metacal/conformal_numbers)")
     swp = sub.add_parser("sweep", help="train the study's runs (scripts/sweep.py; finished runs are skipped)")
     swp.add_argument("study")
     swp.add_argument("--dry-run", action="store_true", help="print the command only")
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         if total == 0:
             raise FileNotFoundError(f"no runs under {study.runs}; train them with {PROG} sweep {study.name}")
         with tqdm(total=total, desc=f"prediction sets of {study.name}", leave=False) as bar:
-            runs = collect(study, stems, shift=not args.no_shift, progress=bar)
+            runs = collect(study, stems, shift=not args.no_shift, progress=bar,
+                           cache=None if args.no_cache else default_dir())
         print(write_page(study, runs, Path(args.out)))
     except (ValueError, FileNotFoundError, OSError) as err:
         print(f"{PROG}: error: {str(err).splitlines()[0]}", file=sys.stderr)

@@ -135,13 +135,17 @@ def run_sets(run_dir: Path, study: Study | None) -> RunSets | None:
     return sets
 
 
-def collect(study: Study, stems: tuple[str, ...], shift: bool = True, progress: Any = None
-            ) -> dict[str, dict[int, RunSets]]:
-    """stem → seed → numbers, for every finished run of ``stems`` under the study's folder."""
+def collect(study: Study, stems: tuple[str, ...], shift: bool = True, progress: Any = None,
+            cache: Path | None = None) -> dict[str, dict[int, RunSets]]:
+    """stem → seed → numbers, for every finished run of ``stems`` under the study's folder; with ``cache``, a folder
+    of experiments/conformal/numbers_cache.py entries, each run's numbers are read from or written to it."""
+    from .numbers_cache import cached_run_sets  # it imports this module
+
+    score = run_sets if cache is None else lambda path, s: cached_run_sets(path, s, cache)
     out: dict[str, dict[int, RunSets]] = {}
     for stem in stems:
         for path in sorted((study.runs / stem).glob("seed*")) if (study.runs / stem).is_dir() else []:
-            sets = run_sets(path, study if shift else None)
+            sets = score(path, study if shift else None)
             if sets is not None:
                 out.setdefault(stem, {})[sets.seed] = sets
             if progress is not None:
