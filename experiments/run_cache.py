@@ -1,6 +1,6 @@
 """A disk cache of per-run numbers, so that a results page regenerates in seconds after its discussion is edited and a
 page over a growing sweep only scores the runs that are new. The regime pages (experiments/regimes/numbers_cache.py)
-and the prediction-set pages (experiments/conformal/numbers_cache.py) keep their entries here.
+and the prediction-set pages (experiments/conformal/numbers_cache.py) build on it, each with its own folder.
 
 An entry is a JSON file named by the sha256 of: the run's resolved path; the size and modification time (ns) of its
 ``predictions/val.npz``, ``predictions/test.npz`` and ``metrics.json`` (a retrained run rewrites all three); what the

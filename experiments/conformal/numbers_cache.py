@@ -1,10 +1,10 @@
 """The prediction-set pages' per-run numbers through the disk cache of experiments/run_cache.py.
 
 Under shift a run's numbers need its network's logits on every held-out family × severity (25 sets of 10,000 images
-on the corruptions suite): seconds per run for an MLP, minutes for the ResNet on a CPU. The key adds to the run's
-files the shift suite asked for (none with ``--no-shift``) and the source of experiments/conformal and of the whole
-``metacal`` package (the sets, the calibrator, the networks, the shift suites). Entries:
-``$XDG_CACHE_HOME/metacal/conformal_numbers``.
+on the corruptions suite): the Fashion-MNIST MLP page's 50 runs took 7.5 minutes on two CPU cores, and 9 seconds
+from the cache. The key adds to the run's files the shift suite asked for (none with ``--no-shift``) and the source
+of experiments/conformal and of the whole ``metacal`` package (the sets, the calibrator, the networks, the shift
+suites). Entries: ``$XDG_CACHE_HOME/metacal/conformal_numbers``.
 """
 
 from __future__ import annotations
