@@ -11,6 +11,7 @@ import numpy as np
 
 from metacal.atomic_io import write_text_atomic
 from metacal.machine import machine_markdown
+from metacal.report.discussion import discussion_section
 from metacal.report.paired import PairedDiff, interval_text, paired_diff
 
 from .numbers import RunSets, grid_choice, key
@@ -245,7 +246,7 @@ def study_lines(study: Study, runs: Runs) -> list[str]:
     return lines
 
 
-def page_lines(study: Study, runs: Runs, figure: str | None) -> list[str]:
+def page_lines(study: Study, runs: Runs, figure: str | None, page: Path | None = None) -> list[str]:
     lines = [f"# Prediction sets: {study.title}", "", "Regenerate this page (numbers, CSV and figure) with:", "",
              "```", f"python scripts/conformal_report.py report {study.name}", "```", "", machine_markdown(), "",
              ("The runs are the regime study's clean-label sweep of this config" if study.runs.parts[:2] ==
@@ -263,8 +264,8 @@ def page_lines(study: Study, runs: Runs, figure: str | None) -> list[str]:
     lines += [f"Same numbers per seed: [conformal_{study.name}.csv](conformal_{study.name}.csv).", ""]
     lines += study_lines(study, runs)
     discussion = Path("docs/results/discussion") / f"conformal_{study.name}.md"
-    if discussion.is_file():
-        lines += ["## Discussion", "", discussion.read_text().strip(), ""]
+    if discussion.is_file():  # its links are written from its own folder: rebased onto the page's
+        lines += discussion_section(discussion, page or Path("docs/results") / f"conformal_{study.name}.md")
     return lines
 
 
@@ -288,5 +289,5 @@ def write_page(study: Study, runs: Runs, out: Path) -> Path:
     figure = write_figure(rows(runs), out / f"{stem}.png") if rows(runs) else None
     write_text_atomic(out / f"{stem}.csv", page_csv(runs))
     path = out / f"{stem}.md"
-    write_text_atomic(path, "\n".join(page_lines(study, runs, figure and f"{stem}.png")).rstrip() + "\n")
+    write_text_atomic(path, "\n".join(page_lines(study, runs, figure and f"{stem}.png", path)).rstrip() + "\n")
     return path

@@ -14,7 +14,7 @@ import torch
 from scipy import stats
 
 from experiments.conformal.numbers import clean_sets, collect, grid_choice, key, shift_sets
-from experiments.conformal.page import answer, page_lines, rows, versus_ce
+from experiments.conformal.page import answer, page_lines, rows, versus_ce, write_page
 from experiments.conformal.study import ALPHAS, SCORES, Study
 from metacal.conformal import ConformalPredictor, set_metrics
 from metacal.conformal.evaluation import SetRequest
@@ -98,6 +98,18 @@ def test_a_sharper_row_is_named_when_resolved_smaller(tmp_path, monkeypatch):
     runs["ce"] = {s: replace(r, stem="ce") for s, r in runs["focal2"].items()}  # ... and a blunter CE
     text = "\n".join(answer(rows(runs), study))
     assert "α = 0.1, APS, against CE (4+ seeds): resolved smaller sets: LS-0.05 -" in text  # the sharper copy
+
+
+def test_the_discussions_links_are_rebased_onto_the_page(tmp_path, monkeypatch):
+    """The Discussion file's links are written from docs/results/discussion/, so that they work where it lies;
+    on the page, one folder up, they name the same files."""
+    monkeypatch.chdir(tmp_path)
+    study = make_study(tmp_path)
+    folder = tmp_path / "docs/results/discussion"
+    folder.mkdir(parents=True)
+    (folder / "conformal_toy.md").write_text("See [the other page](../conformal_other.md) and [code](../../x.md#a).\n")
+    page = write_page(study, collect(study, tuple(STEMS), shift=False), tmp_path / "docs/results").read_text()
+    assert "## Discussion\n\nSee [the other page](conformal_other.md) and [code](../x.md#a).\n" in page
 
 
 def test_shift_coverage_equals_evaluate_run(mnist1d_run):
