@@ -17,7 +17,7 @@ from metacal.writable import folder_problem
 from .numbers import collect
 from .numbers_cache import default_dir
 from .page import write_page
-from .study import GRID, METHODS, STUDIES, SWEPT
+from .study import GRID, METHODS, STUDIES
 
 PROG = "python scripts/conformal_report.py"
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = folder_problem(Path(args.out))
         if problem:
             raise ValueError(problem)
-        stems = tuple(dict.fromkeys((*SWEPT, *(m for m in METHODS if m != GRID))))
+        stems = tuple(dict.fromkeys((*study.swept, *(m for m in METHODS if m != GRID))))
         total = sum(len(list((study.runs / s).glob("seed*"))) for s in stems if (study.runs / s).is_dir())
         if total == 0:
             raise FileNotFoundError(f"no runs under {study.runs}; train them with {PROG} sweep {study.name}")

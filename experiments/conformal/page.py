@@ -227,6 +227,27 @@ def _marked(d: PairedDiff, scale: float = 1.0, digits: int = 3) -> str:
     return f"**{text}**" if d.resolved else text
 
 
+def grid_gamma(stem: str) -> str:
+    """The focal γ of a grid run: ``focal`` → 1, ``focal3`` → 3."""
+    return stem.removeprefix("focal") or "1"
+
+
+def grid_label(stem: str) -> str:
+    return "CE" if stem == "ce" else f"focal γ = {grid_gamma(stem)}"
+
+
+def grid_lines(runs: Runs) -> list[str]:
+    """Which runs the grid pick chose among (those of the grid that were trained: :func:`rows`), and its choice per
+    seed."""
+    choice = grid_choice(runs, GRID_STEMS)
+    if not choice:
+        return []
+    grid = [s for s in GRID_STEMS if s in runs]
+    picked = "; ".join(f"seed {seed}: {grid_label(stem)}" for seed, stem in sorted(choice.items()))
+    return [f"Grid pick: per seed, the run with the lowest validation ECE among CE and focal γ = "
+            f"{', '.join(grid_gamma(s) for s in grid if s != 'ce')} ({picked}).", ""]
+
+
 def study_lines(study: Study, runs: Runs) -> list[str]:
     lines = [f"## {study.title}", ""]
     table = rows(runs)
@@ -237,7 +258,7 @@ def study_lines(study: Study, runs: Runs) -> list[str]:
     errors = values(ce, lambda r: r.error)
     lines += [f"Regime: CE's TS temperature {mean_sd(temps, 1, 2)} (> 1: over-confident), test error "
               f"{mean_sd(errors, 100, 2)}%, over {len(ce)} seeds. Runs: `{study.runs}/<method>/seed<S>` "
-              f"(config `{study.base}`).", ""]
+              f"(config `{study.base}`).", "", *grid_lines(runs)]
     for alpha in ALPHAS:
         lines += size_table(table, alpha) + paired_table(table, alpha)
     lines += worst_class_table(table, SHIFT_ALPHA)

@@ -88,6 +88,8 @@ def test_grid_pick_paired_differences_and_the_answer(tmp_path, monkeypatch):
     assert f"α = 0.1, APS, against {ref} (4+ seeds): resolved smaller sets: none;" in text
     lines = "\n".join(page_lines(study, runs, None))
     assert "python scripts/conformal_report.py report toy" in lines and "| Auto γ + TS (n=4) |" in lines
+    assert ("Grid pick: per seed, the run with the lowest validation ECE among CE and focal γ = 1, 2 (seed 0: focal "
+            "γ = 1; seed 1: focal γ = 2; seed 2: focal γ = 1; seed 3: focal γ = 2).") in lines
 
 
 def test_a_sharper_row_is_named_when_resolved_smaller(tmp_path, monkeypatch):
@@ -161,8 +163,8 @@ def test_weighted_shift_coverage_equals_evaluate_run_and_reaches_the_page(mnist1
     assert "on CE + TS at severity 5" in text and f"APS **{gain:+.1f} [" in text, text
 
 
-def test_each_studys_printed_sweep_trains_the_seeds_its_page_reads():
-    from experiments.conformal.study import STUDIES
+def test_each_studys_printed_sweep_trains_the_seeds_and_runs_its_page_reads():
+    from experiments.conformal.study import GRID, GRID_STEMS, METHODS, RESNET_GRID, STUDIES
     from experiments.regimes.study import SEEDS as REGIME_SEEDS
 
     for study in STUDIES:
@@ -170,5 +172,8 @@ def test_each_studys_printed_sweep_trains_the_seeds_its_page_reads():
         seeds = tuple(int(a) for a in argv[argv.index("--seeds") + 1:argv.index("--out")])
         assert seeds == study.seeds
         assert argv[argv.index("--out") + 1] == str(study.runs)
+        methods = argv[argv.index("--methods") + 1:argv.index("--seeds")]
+        assert set(methods) == {*study.grid, *(m for m in METHODS if m != GRID)}  # every row's runs, no others
+        assert study.grid == (RESNET_GRID if "resnet" in study.name else GRID_STEMS)
     mlp = [s for s in STUDIES if "regimes" in s.runs.parts]
     assert mlp and all(s.seeds == REGIME_SEEDS for s in mlp)  # the regime study's clean sweeps: same seeds
