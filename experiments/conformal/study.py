@@ -20,10 +20,8 @@ METHODS = ("ce", GRID, "auto_gamma", "flgamma_sece", "focal5", "ls_005", "mbls")
 LABELS = {"ce": "CE", GRID: "Grid pick", "auto_gamma": "Auto γ", "flgamma_sece": "FLγ-SECE", "focal5": "Focal γ = 5",
           "ls_005": "LS-0.05", "mbls": "MbLS"}
 GRID_STEMS = ("ce", "focal", "focal2", "focal3", "focal4", "focal5")
-#: the rows other than the grid's
+#: the rows other than the grid's (a study's ``swept`` adds its grid)
 OTHERS = ("auto_gamma", "flgamma_sece", "ls_005", "mbls")
-#: every run an MLP page reads: the grid, the other rows
-SWEPT = (*GRID_STEMS, *OTHERS)
 SCORES = ("thr", "aps", "raps")
 ALPHAS = (0.1, 0.05)
 COLUMNS = ("uncalibrated", "ts_nll")  # the raw softmax, and after the run's TS
